@@ -1,0 +1,35 @@
+//! # fastfallback-plan
+//!
+//! The race itself, as a deterministic sans-IO state machine.
+//!
+//! - [`FallbackPolicy`]: every knob, with defaults from the standards, built through a builder
+//!   that rejects invalid values.
+//! - [`ConnectPlan`]: the steps of one attempt on one route (TCP, optional tunnel, TLS + ALPN).
+//! - [`FastFallbackExchangeFinder`]: takes DNS answers, attempt progress, pooled connections and
+//!   time; yields queries to send, attempts to start and cancel, and the result.
+//!
+//! The crate never reads a clock, sleeps or opens a socket. A driver feeds it:
+//!
+//! ```text
+//!  loop {
+//!      for each event that happened:   finder.handle_dns / handle_attempt / handle_pooled(.., now)
+//!      while let Some(out) = finder.poll_output(now) { act on it }
+//!      sleep until finder.poll_timeout(), or until the next event
+//!  }
+//! ```
+//!
+//! See `crates/sim` for a scripted driver on virtual time, and `docs/architecture.md`.
+
+#![forbid(unsafe_code)]
+
+mod finder;
+mod plan;
+mod policy;
+
+pub use fastfallback_route::order::FamilyPreference;
+pub use finder::{AttemptOutcome, AttemptRecord, FastFallbackExchangeFinder, RaceEnv};
+pub use plan::{ConnectPlan, TlsStep};
+pub use policy::{
+    FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, PolicyError, PoolPolicy,
+    SpareWinners, WinAt,
+};

@@ -1,0 +1,88 @@
+//! [`ConnectPlan`]: what one attempt does.
+
+use std::fmt;
+
+use fastfallback_proto::Alpn;
+use fastfallback_route::{ProxyKind, Route};
+
+/// The TLS step of a plan.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct TlsStep {
+    /// The name sent in SNI and checked against the certificate: always the origin, never an
+    /// HTTPS record's TargetName (RFC 9460 §9.4).
+    pub server_name: String,
+    /// ALPN ids to offer, in preference order. Every protocol the client speaks over TCP is
+    /// offered, whatever the HTTPS record lists (RFC 9460 §7.1.2, HEv3 §6.2).
+    pub alpn: Vec<Alpn>,
+}
+
+/// The steps of one connection attempt on one route: TCP, then an optional proxy tunnel, then
+/// optional TLS with ALPN.
+///
+/// ```
+/// use fastfallback_plan::{ConnectPlan, TlsStep};
+/// use fastfallback_proto::Alpn;
+/// use fastfallback_route::Route;
+///
+/// let plan = ConnectPlan {
+///     route: Route::direct("[2001:db8::a]:443".parse().unwrap()),
+///     tunnel: false,
+///     tls: Some(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11] }),
+///     attempt: 0,
+/// };
+/// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
+/// assert_eq!(plan.retry().attempt, 0);
+/// ```
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct ConnectPlan {
+    /// Where the socket connects.
+    pub route: Route,
+    /// Whether to open an HTTP CONNECT tunnel through the route's proxy before TLS.
+    pub tunnel: bool,
+    /// The TLS step, for `https` origins.
+    pub tls: Option<TlsStep>,
+    /// How many follow-ups led to this plan (0 for a first plan; OkHttp's `attempt`).
+    pub attempt: u32,
+}
+
+impl ConnectPlan {
+    /// A fresh copy of this plan, to run again after it was cancelled (OkHttp's `retry()`).
+    pub fn retry(&self) -> Self {
+        self.clone()
+    }
+
+    /// A plan for `route`, tunnelling when the route's HTTP proxy must carry TLS.
+    pub fn new(route: Route, tls: Option<TlsStep>) -> Self {
+        let tunnel = tls.is_some()
+            && route
+                .proxy
+                .as_ref()
+                .is_some_and(|p| p.kind == ProxyKind::Http);
+        Self {
+            route,
+            tunnel,
+            tls,
+            attempt: 0,
+        }
+    }
+}
+
+impl fmt::Display for ConnectPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tcp {}", self.route)?;
+        if self.tunnel {
+            f.write_str(" → tunnel")?;
+        }
+        if let Some(tls) = &self.tls {
+            write!(f, " → tls {} [", tls.server_name)?;
+            for (i, a) in tls.alpn.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{a}")?;
+            }
+            f.write_str("]")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,438 @@
+//! [`FallbackPolicy`]: every knob of the race, with defaults from the standards.
+//!
+//! | knob | default | source |
+//! |---|---|---|
+//! | Resolution Delay | 50 ms | RFC 8305 §3 and §8, HEv3 §4.2 and §9 |
+//! | Connection Attempt Delay (no history) | 250 ms | RFC 8305 §5, HEv3 §6 |
+//! | Minimum / maximum attempt delay | 100 ms / 2 s | RFC 8305 §5 and §8 |
+//! | hard floor between starts | 10 ms | RFC 8305 §5: "MUST NOT be less than 10 ms" |
+//! | adaptive delay | `clamp(3 × srtt, min, max)` | reference profile P2 (RFC 6298's first RTO, one sample) |
+//! | Preferred Address Family Count | 1 | RFC 8305 §4, HEv3 §5.3 |
+//! | overall connect deadline | 10 s | reference profile P12 |
+//! | per-attempt timeout | 10 s | OkHttp's connect timeout |
+//! | concurrent attempts | 6 | curl's cap |
+//! | win at | TLS done | HEv3 §6.1 |
+//! | DNS tail after success | 1 s | RFC 8305 §5, HEv3 §6 |
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use fastfallback_route::order::FamilyPreference;
+use fastfallback_route::{AnswerLimits, RouteMemory};
+
+/// RFC 8305 §5: "the Connection Attempt Delay MUST NOT be less than 10 ms". No setting can go
+/// below it, and no two attempts ever start closer together.
+pub const HARD_MIN_ATTEMPT_DELAY: Duration = Duration::from_millis(10);
+
+/// When an attempt counts as the winner.
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
+pub enum WinAt {
+    /// When the whole plan is done: for TLS plans, the TLS handshake and certificate check
+    /// (HEv3 §6.1, reference profile P5). TCP completion extends the next-attempt timer (P6).
+    #[default]
+    Handshake,
+    /// When TCP connects, as OkHttp does: the others are cancelled at once and the winner does
+    /// TLS alone. If its TLS fails, the race resumes with follow-ups first, then the losers'
+    /// retries, then new routes.
+    Tcp,
+}
+
+/// What to do with an attempt that connected after another already won.
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
+pub enum SpareWinners {
+    /// Close it.
+    #[default]
+    Close,
+    /// Keep it as an idle pooled connection.
+    Pool,
+}
+
+/// Pool settings.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct PoolPolicy {
+    /// How long an idle connection is kept.
+    pub keep_alive: Duration,
+    /// The most idle connections kept.
+    pub max_idle: usize,
+    /// Connections kept warm per address (0: none).
+    pub prewarm_per_address: usize,
+}
+
+impl Default for PoolPolicy {
+    fn default() -> Self {
+        // OkHttp's defaults: 5 idle connections for 5 minutes.
+        Self {
+            keep_alive: Duration::from_secs(300),
+            max_idle: 5,
+            prewarm_per_address: 0,
+        }
+    }
+}
+
+/// Every knob of the race. Build one with [`FallbackPolicy::builder`]; `Default` gives the
+/// standards' values.
+///
+/// ```
+/// use fastfallback_plan::FallbackPolicy;
+/// use std::time::Duration;
+///
+/// let p = FallbackPolicy::builder().attempt_delay(Duration::from_millis(200)).build().unwrap();
+/// assert_eq!(p.attempt_delay, Duration::from_millis(200));
+///
+/// let err = FallbackPolicy::builder().attempt_delay(Duration::from_millis(1)).build().unwrap_err();
+/// assert!(err.to_string().contains("attempt_delay"));
+/// ```
+#[derive(Clone, Debug, Eq, PartialEq)]
+#[non_exhaustive]
+pub struct FallbackPolicy {
+    /// How long to wait for AAAA (and HTTPS) after a positive A answer (HEv3 §4.2).
+    pub resolution_delay: Duration,
+    /// The Connection Attempt Delay without RTT history (HEv3 §6).
+    pub attempt_delay: Duration,
+    /// The lower clamp of the adaptive delay (HEv3 §6: recommended 100 ms).
+    pub min_attempt_delay: Duration,
+    /// The upper clamp of the adaptive delay (HEv3 §6: recommended 2 s).
+    pub max_attempt_delay: Duration,
+    /// Whether RTT history sets the delay (`clamp(3 × srtt, min, max)`).
+    pub adaptive_attempt_delay: bool,
+    /// How many preferred-family endpoints go first (HEv3 §5.3).
+    pub preferred_family_count: usize,
+    /// Which family leads.
+    pub family: FamilyPreference,
+    /// The most attempts in flight at once. When full and the next attempt is due, the oldest
+    /// one is cancelled to make room (as curl does), so a stuck attempt never starves later ones.
+    pub max_concurrent_attempts: NonZeroUsize,
+    /// Each attempt's own time limit (never past the overall deadline).
+    pub attempt_timeout: Duration,
+    /// The overall connect deadline, from the start of the race.
+    pub connect_timeout: Duration,
+    /// When an attempt wins.
+    pub win_at: WinAt,
+    /// Whether to query the HTTPS record for `http` and `https` origins (HEv3 §4.1).
+    pub query_https: bool,
+    /// How long pending DNS queries are kept after a win, to fill the cache (HEv3 §6).
+    pub dns_tail: Duration,
+    /// Limits on DNS answers.
+    pub answer_limits: AnswerLimits,
+    /// Route memory.
+    pub route_memory: RouteMemory,
+    /// What to do with late winners.
+    pub spare_winners: SpareWinners,
+    /// Pool settings.
+    pub pool: PoolPolicy,
+}
+
+impl Default for FallbackPolicy {
+    fn default() -> Self {
+        Self {
+            resolution_delay: Duration::from_millis(50),
+            attempt_delay: Duration::from_millis(250),
+            min_attempt_delay: Duration::from_millis(100),
+            max_attempt_delay: Duration::from_secs(2),
+            adaptive_attempt_delay: true,
+            preferred_family_count: 1,
+            family: FamilyPreference::Auto,
+            max_concurrent_attempts: NonZeroUsize::new(6).expect("6 is not zero"),
+            attempt_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            win_at: WinAt::Handshake,
+            query_https: true,
+            dns_tail: Duration::from_secs(1),
+            answer_limits: AnswerLimits::default(),
+            route_memory: RouteMemory::default(),
+            spare_winners: SpareWinners::Close,
+            pool: PoolPolicy::default(),
+        }
+    }
+}
+
+impl FallbackPolicy {
+    /// A builder starting from the defaults.
+    pub fn builder() -> FallbackPolicyBuilder {
+        FallbackPolicyBuilder {
+            policy: Self::default(),
+            zero_cap: false,
+        }
+    }
+
+    /// The Connection Attempt Delay after starting an attempt whose route (or, failing that,
+    /// network family) has smoothed RTT `srtt`: `clamp(3 × srtt, min, max)` with history,
+    /// `attempt_delay` without (reference profile P2).
+    ///
+    /// ```
+    /// use fastfallback_plan::FallbackPolicy;
+    /// use std::time::Duration;
+    /// let p = FallbackPolicy::default();
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(p.attempt_delay_for(None), ms(250));
+    /// assert_eq!(p.attempt_delay_for(Some(ms(2))), ms(100));
+    /// assert_eq!(p.attempt_delay_for(Some(ms(50))), ms(150));
+    /// assert_eq!(p.attempt_delay_for(Some(ms(3000))), ms(2000));
+    /// ```
+    pub fn attempt_delay_for(&self, srtt: Option<Duration>) -> Duration {
+        match srtt {
+            Some(s) if self.adaptive_attempt_delay => {
+                (s.saturating_mul(3)).clamp(self.min_attempt_delay, self.max_attempt_delay)
+            }
+            _ => self.attempt_delay,
+        }
+    }
+}
+
+/// An invalid policy value: which knob, and why.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct PolicyError {
+    /// The knob.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid fallback policy: {}: {}",
+            self.field, self.reason
+        )
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// Builds a [`FallbackPolicy`], checking every value in [`FallbackPolicyBuilder::build`].
+#[derive(Clone, Debug)]
+pub struct FallbackPolicyBuilder {
+    policy: FallbackPolicy,
+    zero_cap: bool,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.policy.$name = value;
+                self
+            }
+        )*
+    };
+}
+
+impl FallbackPolicyBuilder {
+    setters! {
+        /// Sets [`FallbackPolicy::resolution_delay`].
+        resolution_delay: Duration;
+        /// Sets [`FallbackPolicy::attempt_delay`]. Under 10 ms is an error.
+        attempt_delay: Duration;
+        /// Sets [`FallbackPolicy::min_attempt_delay`]. Under 10 ms is an error.
+        min_attempt_delay: Duration;
+        /// Sets [`FallbackPolicy::max_attempt_delay`].
+        max_attempt_delay: Duration;
+        /// Sets [`FallbackPolicy::adaptive_attempt_delay`].
+        adaptive_attempt_delay: bool;
+        /// Sets [`FallbackPolicy::preferred_family_count`]. 0 is an error.
+        preferred_family_count: usize;
+        /// Sets [`FallbackPolicy::family`].
+        family: FamilyPreference;
+        /// Sets [`FallbackPolicy::attempt_timeout`].
+        attempt_timeout: Duration;
+        /// Sets [`FallbackPolicy::connect_timeout`].
+        connect_timeout: Duration;
+        /// Sets [`FallbackPolicy::win_at`].
+        win_at: WinAt;
+        /// Sets [`FallbackPolicy::query_https`].
+        query_https: bool;
+        /// Sets [`FallbackPolicy::dns_tail`].
+        dns_tail: Duration;
+        /// Sets [`FallbackPolicy::answer_limits`].
+        answer_limits: AnswerLimits;
+        /// Sets [`FallbackPolicy::route_memory`].
+        route_memory: RouteMemory;
+        /// Sets [`FallbackPolicy::spare_winners`].
+        spare_winners: SpareWinners;
+        /// Sets [`FallbackPolicy::pool`].
+        pool: PoolPolicy;
+    }
+
+    /// Sets [`FallbackPolicy::max_concurrent_attempts`]. 0 is an error.
+    pub fn max_concurrent_attempts(mut self, n: usize) -> Self {
+        // 0 is kept as 0 here so `build` can report it; NonZeroUsize cannot hold it.
+        self.zero_cap = n == 0;
+        if let Some(n) = NonZeroUsize::new(n) {
+            self.policy.max_concurrent_attempts = n;
+        }
+        self
+    }
+
+    /// Checks every value and returns the policy, or the first invalid value.
+    pub fn build(self) -> Result<FallbackPolicy, PolicyError> {
+        if self.zero_cap {
+            return Err(PolicyError {
+                field: "max_concurrent_attempts",
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.policy.validate()?;
+        Ok(self.policy)
+    }
+}
+
+impl FallbackPolicy {
+    /// Checks every value; the builder calls this, and so should code that edits the public
+    /// fields of an existing policy.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let p = self;
+        let err = |field, reason: String| Err(PolicyError { field, reason });
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        if p.attempt_delay < HARD_MIN_ATTEMPT_DELAY {
+            return err(
+                "attempt_delay",
+                format!(
+                    "{} ms is under the 10 ms floor of RFC 8305 §5",
+                    ms(p.attempt_delay)
+                ),
+            );
+        }
+        if p.min_attempt_delay < HARD_MIN_ATTEMPT_DELAY {
+            return err(
+                "min_attempt_delay",
+                format!(
+                    "{} ms is under the 10 ms floor of RFC 8305 §5",
+                    ms(p.min_attempt_delay)
+                ),
+            );
+        }
+        if p.max_attempt_delay < p.min_attempt_delay {
+            return err(
+                "max_attempt_delay",
+                format!(
+                    "{} ms is below min_attempt_delay ({} ms)",
+                    ms(p.max_attempt_delay),
+                    ms(p.min_attempt_delay)
+                ),
+            );
+        }
+        if p.preferred_family_count == 0 {
+            return err(
+                "preferred_family_count",
+                "must be at least 1 (RFC 8305 §4)".into(),
+            );
+        }
+        if p.connect_timeout.is_zero() {
+            return err("connect_timeout", "must be greater than zero".into());
+        }
+        if p.attempt_timeout.is_zero() {
+            return err("attempt_timeout", "must be greater than zero".into());
+        }
+        if p.answer_limits.max_addresses == 0 {
+            return err("answer_limits.max_addresses", "must be at least 1".into());
+        }
+        if p.route_memory.enabled && p.route_memory.max_routes == 0 {
+            return err(
+                "route_memory.max_routes",
+                "must be at least 1 when memory is on".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn defaults_follow_the_standards() {
+        let p = FallbackPolicy::default();
+        assert_eq!(p.resolution_delay, ms(50));
+        assert_eq!(p.attempt_delay, ms(250));
+        assert_eq!(
+            (p.min_attempt_delay, p.max_attempt_delay),
+            (ms(100), ms(2000))
+        );
+        assert_eq!(p.preferred_family_count, 1);
+        assert_eq!(p.connect_timeout, ms(10_000));
+        assert_eq!(FallbackPolicy::builder().build(), Ok(p));
+    }
+
+    #[test]
+    fn attempt_delay_under_10ms_is_rejected() {
+        let e = FallbackPolicy::builder()
+            .attempt_delay(ms(1))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "attempt_delay");
+        assert!(e.reason.contains("10 ms floor"), "{e}");
+        assert!(
+            FallbackPolicy::builder()
+                .attempt_delay(ms(10))
+                .build()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn min_attempt_delay_under_10ms_is_rejected() {
+        let e = FallbackPolicy::builder()
+            .min_attempt_delay(ms(5))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "min_attempt_delay");
+    }
+
+    #[test]
+    fn max_below_min_is_rejected() {
+        let e = FallbackPolicy::builder()
+            .min_attempt_delay(ms(300))
+            .max_attempt_delay(ms(200))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "max_attempt_delay");
+    }
+
+    #[test]
+    fn zero_counts_and_timeouts_are_rejected() {
+        let b = FallbackPolicy::builder;
+        assert_eq!(
+            b().preferred_family_count(0).build().unwrap_err().field,
+            "preferred_family_count"
+        );
+        assert_eq!(
+            b().max_concurrent_attempts(0).build().unwrap_err().field,
+            "max_concurrent_attempts"
+        );
+        assert_eq!(
+            b().connect_timeout(Duration::ZERO)
+                .build()
+                .unwrap_err()
+                .field,
+            "connect_timeout"
+        );
+        assert_eq!(
+            b().attempt_timeout(Duration::ZERO)
+                .build()
+                .unwrap_err()
+                .field,
+            "attempt_timeout"
+        );
+    }
+
+    #[test]
+    fn adaptive_delay_is_clamped_to_min_and_max() {
+        let p = FallbackPolicy::default();
+        assert_eq!(p.attempt_delay_for(Some(ms(2))), ms(100));
+        assert_eq!(p.attempt_delay_for(Some(ms(50))), ms(150));
+        assert_eq!(p.attempt_delay_for(Some(ms(3000))), ms(2000));
+        let fixed = FallbackPolicy::builder()
+            .adaptive_attempt_delay(false)
+            .build()
+            .unwrap();
+        assert_eq!(fixed.attempt_delay_for(Some(ms(50))), ms(250));
+    }
+}

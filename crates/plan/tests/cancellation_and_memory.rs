@@ -1,0 +1,156 @@
+//! Cancellation by the caller (T45), and route memory across races: the behaviours the
+//! design's performance table asks for (second contact, family health, adaptive delay).
+
+mod common;
+use common::*;
+
+use std::sync::Arc;
+
+use fastfallback_proto::{CancelReason, Instant};
+use fastfallback_route::{RouteDatabase, RouteMemory};
+use fastfallback_sim::{Event, Scenario};
+
+#[test]
+fn caller_abandoning_the_race_cancels_everything_and_starts_nothing() {
+    // T45
+    let run = Scenario::plain()
+        .aaaa(10, &[V6A])
+        .a(20, &[V4A])
+        .abandon_at(100)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 10)]));
+    assert_eq!(run.cancelled(), at(&[(V6A, 100)]));
+    assert!(run.events.iter().any(|e| matches!(
+        e,
+        Event::AttemptCancelled {
+            reason: CancelReason::Abandoned,
+            ..
+        }
+    )));
+    assert_eq!(run.open_sockets, 0);
+}
+
+fn blackholed_v6(db: &Arc<RouteDatabase>, host: &str, start: u64) -> Scenario {
+    Scenario::for_address(&format!("tcp://{host}:443"))
+        .memory(db.clone())
+        .starting_at(start)
+        .aaaa(0, &[V6A])
+        .a(0, &[V4A])
+        .drop(V6A)
+        .ok(V4A, 20)
+}
+
+#[test]
+fn second_contact_skips_the_blackholed_family() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let first = blackholed_v6(&db, "example.com", 0).run();
+    assert_eq!(first.starts(), at(&[(V6A, 0), (V4A, 250)]));
+    assert_eq!(first.won(), one(V4A, 270));
+    let second = blackholed_v6(&db, "example.com", 1000).run();
+    assert_eq!(second.starts(), at(&[(V4A, 1000)]));
+    assert_eq!(second.won(), one(V4A, 1020));
+}
+
+#[test]
+fn new_host_after_another_hosts_ipv6_failed_leads_with_ipv4() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = blackholed_v6(&db, "one.example", 0).run();
+    let other = Scenario::for_address("tcp://two.example:443")
+        .memory(db)
+        .starting_at(1000)
+        .aaaa(0, &[V6B])
+        .a(0, &[V4B])
+        .drop(V6B)
+        .ok(V4B, 20)
+        .run();
+    assert_eq!(other.starts(), at(&[(V4B, 1000)]));
+    assert_eq!(other.won(), one(V4B, 1020));
+}
+
+#[test]
+fn slow_ipv6_is_demoted_on_second_contact() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let run = |start| {
+        Scenario::plain()
+            .memory(db.clone())
+            .starting_at(start)
+            .aaaa(0, &[V6A])
+            .a(0, &[V4A])
+            .ok(V6A, 400)
+            .ok(V4A, 20)
+            .run()
+    };
+    assert_eq!(run(0).won(), one(V4A, 270));
+    let second = run(1000);
+    assert_eq!(second.starts(), at(&[(V4A, 1000)]));
+    assert_eq!(second.won(), one(V4A, 1020));
+}
+
+#[test]
+fn warm_network_rtt_shortens_the_delay_for_a_new_blackholed_host() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    // A healthy host measures both families at 20 ms.
+    let warm = Scenario::for_address("tcp://warm.example:443")
+        .memory(db.clone())
+        .aaaa(0, &[V6C])
+        .ok(V6C, 20)
+        .run();
+    assert_eq!(warm.won(), one(V6C, 20));
+    db.connected(
+        "192.0.2.3:443".parse().unwrap(),
+        std::time::Duration::from_millis(20),
+        Instant::ZERO,
+    );
+    // A new host whose IPv6 is blackholed: CAD = clamp(3 × 20, 100, 2000) = 100.
+    let run = blackholed_v6(&db, "new.example", 1000).run();
+    assert_eq!(run.starts(), at(&[(V6A, 1000), (V4A, 1100)]));
+    assert_eq!(run.won(), one(V4A, 1120));
+}
+
+#[test]
+fn refused_route_is_postponed_on_the_next_race() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let run = |start| {
+        Scenario::plain()
+            .memory(db.clone())
+            .starting_at(start)
+            .aaaa(0, &[V6A, V6B])
+            .refuse(V6A, 5)
+            .ok(V6B, 20)
+            .run()
+    };
+    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V6B, 10)]));
+    assert_eq!(run(1000).starts(), at(&[(V6B, 1000)]));
+}
+
+#[test]
+fn tls_failure_is_remembered_unlike_okhttp() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = Scenario::https()
+        .memory(db.clone())
+        .aaaa(0, &[V6A])
+        .behave(
+            V6A,
+            fastfallback_sim::Behaviour::TlsFail {
+                tcp: 10,
+                tls: 10,
+                follow_up: None,
+            },
+        )
+        .run();
+    assert!(db.is_postponed(
+        format!("[{V6A}]:443").parse().unwrap(),
+        Instant::from_millis(100)
+    ));
+}
+
+#[test]
+fn memory_off_keeps_the_standard_timeline() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory {
+        enabled: false,
+        ..Default::default()
+    }));
+    let _ = blackholed_v6(&db, "example.com", 0).run();
+    let second = blackholed_v6(&db, "example.com", 1000).run();
+    assert_eq!(second.starts(), at(&[(V6A, 1000), (V4A, 1250)]));
+}

@@ -1,0 +1,449 @@
+//! The pool itself: entries, allocation, release and OkHttp-style eviction.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use fastfallback_proto::{Instant, PooledId, Protocol};
+
+/// The stream limit an HTTP/2 connection gets when it is inserted with `max_streams == 0`,
+/// that is before the peer's SETTINGS frame has said how many concurrent streams it allows.
+///
+/// RFC 9113 §6.5.2 recommends peers allow at least 100 concurrent streams, so 100 is a safe
+/// guess until [`ConnectionPool::set_max_streams`] reports the real value.
+pub const PROVISIONAL_MAX_STREAMS: u32 = 100;
+
+/// Which connections can serve a request: same host, same port, same use of TLS.
+///
+/// ```
+/// use fastfallback_pool::PoolKey;
+///
+/// let key = PoolKey::new("example.com", 443, true);
+/// assert_eq!(key.host, "example.com");
+/// ```
+#[derive(Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub struct PoolKey {
+    /// The host name the connection was made for.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// Whether the connection runs TLS.
+    pub tls: bool,
+}
+
+impl PoolKey {
+    /// A key for `host:port`, with or without TLS.
+    pub fn new(host: impl Into<String>, port: u16, tls: bool) -> Self {
+        Self {
+            host: host.into(),
+            port,
+            tls,
+        }
+    }
+}
+
+/// How long idle connections are kept and how many of them.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct PoolConfig {
+    /// A connection idle for at least this long is closed by the next
+    /// [`ConnectionPool::cleanup`].
+    pub keep_alive: Duration,
+    /// The most idle connections kept; beyond that the one idle the longest is closed.
+    pub max_idle: usize,
+}
+
+impl Default for PoolConfig {
+    /// OkHttp's defaults: 5 idle connections, kept for 5 minutes.
+    fn default() -> Self {
+        Self {
+            keep_alive: Duration::from_secs(300),
+            max_idle: 5,
+        }
+    }
+}
+
+/// What one [`ConnectionPool::cleanup`] call did and when to call it again.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Cleanup<C> {
+    /// Connections that left the pool; the caller must close them.
+    pub closed: Vec<C>,
+    /// When to run cleanup again, counted from the `now` passed in:
+    ///
+    /// - `Some(Duration::ZERO)` right after an eviction (there may be more to evict);
+    /// - the time until the connection idle the longest reaches the keep-alive;
+    /// - the keep-alive itself when every connection is in use;
+    /// - `None` when the pool is empty (nothing to do until a connection is inserted).
+    pub next_run: Option<Duration>,
+}
+
+/// The outcome of [`ConnectionPool::release`].
+#[derive(Clone, Debug, Eq, PartialEq)]
+#[must_use = "`Release::Close` carries a connection the caller must close"]
+pub enum Release<C> {
+    /// The id is unknown or its connection carried no exchange: nothing changed.
+    Ignored,
+    /// One exchange ended; the connection stays in the pool (idle if that was its last one).
+    Released,
+    /// The last exchange of a connection marked with
+    /// [`ConnectionPool::mark_no_new_exchanges`] ended: the connection left the pool and the
+    /// caller must close it.
+    Close(C),
+}
+
+impl<C> Release<C> {
+    /// Whether the id was known and an exchange was released (the `bool` view of the outcome).
+    pub fn is_released(&self) -> bool {
+        !matches!(self, Self::Ignored)
+    }
+}
+
+/// One pooled connection and its bookkeeping.
+#[derive(Debug)]
+struct Entry<C> {
+    key: PoolKey,
+    conn: C,
+    protocol: Protocol,
+    /// How many exchanges it may carry at once.
+    limit: u32,
+    /// How many exchanges it carries now.
+    allocations: u32,
+    /// When it last became idle; meaningful only while `allocations == 0`.
+    idle_since: Instant,
+    /// Never hand it out again; close it when `allocations` reaches 0.
+    no_new_exchanges: bool,
+}
+
+impl<C> Entry<C> {
+    fn is_idle(&self) -> bool {
+        self.allocations == 0
+    }
+}
+
+/// Bookkeeping for reusable connections: which ones serve which [`PoolKey`], how many exchanges
+/// each carries, and which idle ones must be closed.
+///
+/// The pool stores caller-provided handles `C` and never performs I/O. Time is passed in as
+/// `now`. Rules:
+///
+/// - A connection is inserted idle (no exchange) with [`insert`](Self::insert).
+/// - An HTTP/1 connection carries one exchange at a time; an HTTP/2 connection carries up to the
+///   peer's stream limit ([`PROVISIONAL_MAX_STREAMS`] until known).
+/// - [`acquire`](Self::acquire) prefers an HTTP/2 connection with a free stream, else the HTTP/1
+///   connection that became idle most recently (LIFO, so the others age out).
+/// - [`cleanup`](Self::cleanup) follows OkHttp's `closeConnections(now)`: at most one eviction
+///   per call, of the connection idle the longest, when it has been idle for the keep-alive or
+///   when more than `max_idle` connections are idle. Connections in use are never evicted.
+///
+/// ```
+/// use fastfallback_pool::{Cleanup, ConnectionPool, PoolConfig, PoolKey, Release};
+/// use fastfallback_proto::{Instant, Protocol};
+/// use std::time::Duration;
+///
+/// let config = PoolConfig { keep_alive: Duration::from_millis(100), max_idle: 5 };
+/// let mut pool = ConnectionPool::new(config);
+/// let key = PoolKey::new("example.com", 443, true);
+///
+/// // A fresh HTTP/1 connection, idle since t = 0.
+/// let id = pool.insert(key.clone(), "conn-1", Protocol::Http11, 0, Instant::ZERO);
+///
+/// // One call uses it; a second call at the same time finds nothing free.
+/// assert_eq!(pool.acquire(&key, Instant::from_millis(10)), Some(id));
+/// assert_eq!(pool.acquire(&key, Instant::from_millis(10)), None);
+///
+/// // The exchange ends at t = 20: the connection is idle again.
+/// assert_eq!(pool.release(id, Instant::from_millis(20)), Release::Released);
+/// assert_eq!(pool.idle_count(), 1);
+///
+/// // Cleanup at t = 50: 30 ms idle, 70 ms to go before the keep-alive runs out.
+/// let c = pool.cleanup(Instant::from_millis(50));
+/// assert!(c.closed.is_empty());
+/// assert_eq!(c.next_run, Some(Duration::from_millis(70)));
+///
+/// // At t = 120 it has been idle for 100 ms: evicted and handed back for closing.
+/// assert_eq!(
+///     pool.cleanup(Instant::from_millis(120)),
+///     Cleanup { closed: vec!["conn-1"], next_run: Some(Duration::ZERO) }
+/// );
+/// assert!(pool.is_empty());
+/// ```
+///
+/// HTTP/2 connections are shared:
+///
+/// ```
+/// use fastfallback_pool::{ConnectionPool, PoolConfig, PoolKey};
+/// use fastfallback_proto::{Instant, Protocol};
+///
+/// let mut pool = ConnectionPool::new(PoolConfig::default());
+/// let key = PoolKey::new("example.com", 443, true);
+/// let now = Instant::ZERO;
+/// let h2 = pool.insert(key.clone(), 7u32, Protocol::Http2, 2, now);
+///
+/// assert_eq!(pool.acquire(&key, now), Some(h2));
+/// assert_eq!(pool.acquire(&key, now), Some(h2));
+/// assert_eq!(pool.acquire(&key, now), None); // both streams busy
+/// assert_eq!(pool.allocations(h2), Some(2));
+/// assert_eq!(pool.get(h2), Some(&7));
+/// ```
+#[derive(Debug)]
+pub struct ConnectionPool<C> {
+    config: PoolConfig,
+    /// Every connection, by id; ids grow with insertion, so this is insertion order.
+    entries: BTreeMap<u64, Entry<C>>,
+    /// The ids serving each key, in insertion order.
+    by_key: HashMap<PoolKey, Vec<u64>>,
+    /// The id the next inserted connection gets.
+    next_id: u64,
+}
+
+impl<C> ConnectionPool<C> {
+    /// An empty pool.
+    pub fn new(config: PoolConfig) -> Self {
+        Self {
+            config,
+            entries: BTreeMap::new(),
+            by_key: HashMap::new(),
+            next_id: 1,
+        }
+    }
+
+    /// The configuration given at construction.
+    pub fn config(&self) -> PoolConfig {
+        self.config
+    }
+
+    /// Adds a connection serving `key`. It starts with no exchange, idle since `now`.
+    ///
+    /// `max_streams` is the peer's `SETTINGS_MAX_CONCURRENT_STREAMS` for HTTP/2; `0` means
+    /// "not known yet" and gives the provisional limit [`PROVISIONAL_MAX_STREAMS`]. HTTP/1
+    /// connections ignore it: their limit is always 1.
+    pub fn insert(
+        &mut self,
+        key: PoolKey,
+        conn: C,
+        protocol: Protocol,
+        max_streams: u32,
+        now: Instant,
+    ) -> PooledId {
+        let id = self.next_id;
+        self.next_id += 1;
+        let limit = if !protocol.is_multiplexed() {
+            1
+        } else if max_streams == 0 {
+            PROVISIONAL_MAX_STREAMS
+        } else {
+            max_streams
+        };
+        self.by_key.entry(key.clone()).or_default().push(id);
+        self.entries.insert(
+            id,
+            Entry {
+                key,
+                conn,
+                protocol,
+                limit,
+                allocations: 0,
+                idle_since: now,
+                no_new_exchanges: false,
+            },
+        );
+        PooledId(id)
+    }
+
+    /// Picks a connection for one exchange to `key` and counts the exchange against it.
+    ///
+    /// Prefers an HTTP/2 connection with a free stream (the oldest such), else the HTTP/1
+    /// connection that became idle most recently. Skips connections marked with
+    /// [`mark_no_new_exchanges`](Self::mark_no_new_exchanges), connections at their limit, and
+    /// idle connections whose keep-alive has run out at `now` (the next
+    /// [`cleanup`](Self::cleanup) closes those). Returns `None` when nothing is usable.
+    pub fn acquire(&mut self, key: &PoolKey, now: Instant) -> Option<PooledId> {
+        let keep_alive = self.config.keep_alive;
+        let mut multiplexed = None;
+        // (idle since, id) of the best HTTP/1 candidate so far.
+        let mut http1: Option<(Instant, u64)> = None;
+        for &id in self.by_key.get(key)? {
+            let e = &self.entries[&id];
+            let expired = e.is_idle() && now - e.idle_since >= keep_alive;
+            if e.no_new_exchanges || e.allocations >= e.limit || expired {
+                continue;
+            }
+            if e.protocol.is_multiplexed() {
+                multiplexed = Some(id);
+                break;
+            }
+            // `>=`: among equal idle times the later insertion wins, which is still LIFO.
+            if http1.is_none_or(|(since, _)| e.idle_since >= since) {
+                http1 = Some((e.idle_since, id));
+            }
+        }
+        let id = multiplexed.or_else(|| http1.map(|(_, id)| id))?;
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.allocations += 1;
+        }
+        Some(PooledId(id))
+    }
+
+    /// Ends one exchange on connection `id`.
+    ///
+    /// When its last exchange ends the connection becomes idle since `now`, or, if it was marked
+    /// with [`mark_no_new_exchanges`](Self::mark_no_new_exchanges), leaves the pool and comes
+    /// back as [`Release::Close`]. Unknown ids and connections without exchanges are ignored
+    /// ([`Release::Ignored`]; [`Release::is_released`] gives the `bool`).
+    pub fn release(&mut self, id: PooledId, now: Instant) -> Release<C> {
+        let Some(e) = self.entries.get_mut(&id.0) else {
+            return Release::Ignored;
+        };
+        if e.allocations == 0 {
+            return Release::Ignored;
+        }
+        e.allocations -= 1;
+        if e.allocations > 0 {
+            return Release::Released;
+        }
+        if e.no_new_exchanges {
+            return match self.take(id.0) {
+                Some(conn) => Release::Close(conn),
+                None => Release::Ignored,
+            };
+        }
+        e.idle_since = now;
+        Release::Released
+    }
+
+    /// Records a new stream limit from the peer's SETTINGS frame for HTTP/2 connection `id`.
+    ///
+    /// Unlike [`insert`](Self::insert), `0` is taken literally here: the peer allows no new
+    /// streams. Exchanges already running above a lowered limit continue; no new ones are
+    /// handed out until the count drops below it. HTTP/1 connections keep their limit of 1.
+    /// Returns whether the id is known.
+    pub fn set_max_streams(&mut self, id: PooledId, max_streams: u32) -> bool {
+        let Some(e) = self.entries.get_mut(&id.0) else {
+            return false;
+        };
+        if e.protocol.is_multiplexed() {
+            e.limit = max_streams;
+        }
+        true
+    }
+
+    /// Stops connection `id` from being handed out again (for example after a GOAWAY or an I/O
+    /// error). It is closed when its last exchange ends: [`release`](Self::release) returns it
+    /// as [`Release::Close`]; if it is idle already, the next [`cleanup`](Self::cleanup) returns
+    /// it. Returns whether the id is known.
+    pub fn mark_no_new_exchanges(&mut self, id: PooledId) -> bool {
+        match self.entries.get_mut(&id.0) {
+            Some(e) => {
+                e.no_new_exchanges = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The handle of connection `id`.
+    pub fn get(&self, id: PooledId) -> Option<&C> {
+        self.entries.get(&id.0).map(|e| &e.conn)
+    }
+
+    /// The handle of connection `id`, mutably.
+    pub fn get_mut(&mut self, id: PooledId) -> Option<&mut C> {
+        self.entries.get_mut(&id.0).map(|e| &mut e.conn)
+    }
+
+    /// The key connection `id` serves.
+    pub fn key(&self, id: PooledId) -> Option<&PoolKey> {
+        self.entries.get(&id.0).map(|e| &e.key)
+    }
+
+    /// How many exchanges connection `id` carries now.
+    pub fn allocations(&self, id: PooledId) -> Option<u32> {
+        self.entries.get(&id.0).map(|e| e.allocations)
+    }
+
+    /// How many exchanges connection `id` may carry at once (1 for HTTP/1).
+    pub fn allocation_limit(&self, id: PooledId) -> Option<u32> {
+        self.entries.get(&id.0).map(|e| e.limit)
+    }
+
+    /// Takes connection `id` out of the pool, whatever its state, and hands it back.
+    pub fn remove(&mut self, id: PooledId) -> Option<C> {
+        self.take(id.0)
+    }
+
+    /// How many connections the pool holds, in use or not.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the pool holds no connection.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many connections carry no exchange and may still be handed out (connections marked
+    /// with [`mark_no_new_exchanges`](Self::mark_no_new_exchanges) are not counted).
+    pub fn idle_count(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| e.is_idle() && !e.no_new_exchanges)
+            .count()
+    }
+
+    /// Closes what must be closed at `now`, following OkHttp's `closeConnections(now)`.
+    ///
+    /// First, idle connections marked with
+    /// [`mark_no_new_exchanges`](Self::mark_no_new_exchanges) are all returned. Then, among the
+    /// other connections, the one idle the longest (the oldest insertion on ties) is evicted if
+    /// it has been idle for at least the keep-alive, or if more than `max_idle` connections are
+    /// idle. At most one connection is evicted per call; [`Cleanup::next_run`] says when to
+    /// call again. Connections in use are never evicted.
+    pub fn cleanup(&mut self, now: Instant) -> Cleanup<C> {
+        let retired: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.is_idle() && e.no_new_exchanges)
+            .map(|(&id, _)| id)
+            .collect();
+        let mut closed: Vec<C> = retired.into_iter().filter_map(|id| self.take(id)).collect();
+
+        let mut in_use = 0usize;
+        let mut idle = 0usize;
+        // (id, idle duration) of the connection idle the longest; strict `>` keeps the first
+        // (oldest) on ties, like OkHttp's scan.
+        let mut longest: Option<(u64, Duration)> = None;
+        for (&id, e) in &self.entries {
+            if !e.is_idle() {
+                in_use += 1;
+                continue;
+            }
+            idle += 1;
+            let idle_for = now - e.idle_since;
+            if longest.is_none_or(|(_, d)| idle_for > d) {
+                longest = Some((id, idle_for));
+            }
+        }
+
+        let keep_alive = self.config.keep_alive;
+        let next_run = match longest {
+            Some((id, idle_for)) if idle_for >= keep_alive || idle > self.config.max_idle => {
+                closed.extend(self.take(id));
+                Some(Duration::ZERO)
+            }
+            Some((_, idle_for)) => Some(keep_alive - idle_for),
+            None if in_use > 0 => Some(keep_alive),
+            None => None,
+        };
+        Cleanup { closed, next_run }
+    }
+
+    /// Removes entry `id` from both indexes.
+    fn take(&mut self, id: u64) -> Option<C> {
+        let entry = self.entries.remove(&id)?;
+        if let Some(ids) = self.by_key.get_mut(&entry.key) {
+            ids.retain(|&other| other != id);
+            if ids.is_empty() {
+                self.by_key.remove(&entry.key);
+            }
+        }
+        Some(entry.conn)
+    }
+}

@@ -1,0 +1,118 @@
+//! DNS queries and answers, as the race sees them.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::Alpn;
+
+/// The DNS queries a race sends for a name (HEv3 §4.1: HTTPS, then AAAA, then A).
+#[derive(Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub enum QueryKind {
+    /// The HTTPS resource record (RFC 9460).
+    Https,
+    /// IPv6 addresses.
+    Aaaa,
+    /// IPv4 addresses.
+    A,
+}
+
+impl QueryKind {
+    /// All kinds, in the order HEv3 §4.1 sends them.
+    pub const ALL: [Self; 3] = [Self::Https, Self::Aaaa, Self::A];
+}
+
+impl fmt::Display for QueryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Https => "HTTPS",
+            Self::Aaaa => "AAAA",
+            Self::A => "A",
+        })
+    }
+}
+
+/// One answer to one query, handed to the race by the driver.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum DnsAnswer {
+    /// Addresses from an A or AAAA query. An empty list is NODATA (a negative answer,
+    /// HEv3 §4.2).
+    Addresses(Vec<IpAddr>),
+    /// The records of an HTTPS query. An empty list is NODATA.
+    Https(Vec<HttpsRecord>),
+    /// The query failed. Every error counts as a negative answer (HEv3 §4.2; the reference
+    /// profile also counts SERVFAIL and timeouts).
+    Error(DnsError),
+}
+
+impl DnsAnswer {
+    /// Whether this answer carries at least one address (HEv3 §4.2 "positive").
+    pub fn is_positive(&self) -> bool {
+        match self {
+            Self::Addresses(a) => !a.is_empty(),
+            Self::Https(r) => r
+                .iter()
+                .any(|r| !r.ipv4hint.is_empty() || !r.ipv6hint.is_empty()),
+            Self::Error(_) => false,
+        }
+    }
+}
+
+/// Why a DNS query failed.
+#[derive(Clone, Debug, Eq, PartialEq)]
+#[non_exhaustive]
+pub enum DnsError {
+    /// The name does not exist (NXDOMAIN).
+    NxDomain,
+    /// The server failed (SERVFAIL).
+    ServFail,
+    /// No answer in time.
+    TimedOut,
+    /// Anything else, described.
+    Other(String),
+}
+
+impl fmt::Display for DnsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NxDomain => f.write_str("name does not exist (NXDOMAIN)"),
+            Self::ServFail => f.write_str("server failure (SERVFAIL)"),
+            Self::TimedOut => f.write_str("query timed out"),
+            Self::Other(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// One ServiceMode or AliasMode record of an HTTPS RRset (RFC 9460 §2), reduced to the
+/// parameters a TCP client uses.
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct HttpsRecord {
+    /// SvcPriority. 0 is AliasMode (RFC 9460 §2.4.1).
+    pub priority: u16,
+    /// TargetName. `"."` (or empty) means the owner name in ServiceMode (RFC 9460 §2.5).
+    pub target: String,
+    /// The `alpn` SvcParam.
+    pub alpn: Vec<Alpn>,
+    /// The `no-default-alpn` SvcParam.
+    pub no_default_alpn: bool,
+    /// The `port` SvcParam.
+    pub port: Option<u16>,
+    /// The `ipv4hint` SvcParam.
+    pub ipv4hint: Vec<Ipv4Addr>,
+    /// The `ipv6hint` SvcParam.
+    pub ipv6hint: Vec<Ipv6Addr>,
+    /// Whether the `mandatory` SvcParam names a key this client does not understand, which makes
+    /// the record incompatible (RFC 9460 §8).
+    pub unknown_mandatory: bool,
+}
+
+impl HttpsRecord {
+    /// Whether the TargetName is the owner name (`"."`, RFC 9460 §2.5).
+    pub fn targets_owner(&self) -> bool {
+        self.target.is_empty() || self.target == "."
+    }
+
+    /// Whether this is an AliasMode record (priority 0).
+    pub fn is_alias(&self) -> bool {
+        self.priority == 0
+    }
+}

@@ -1,0 +1,241 @@
+//! Why attempts and races fail. Racing keeps every cause.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::{AttemptId, DnsError, Instant, QueryKind};
+
+/// The step of a connect plan an attempt was in when it ended.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+pub enum Phase {
+    /// The TCP handshake.
+    Tcp,
+    /// A proxy tunnel (HTTP CONNECT).
+    Tunnel,
+    /// The TLS handshake, certificate check included.
+    Tls,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Tcp => "tcp",
+            Self::Tunnel => "tunnel",
+            Self::Tls => "tls",
+        })
+    }
+}
+
+/// What kind of failure ended an attempt.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+#[non_exhaustive]
+pub enum AttemptErrorKind {
+    /// The peer refused the connection (RST to the SYN, `ECONNREFUSED`).
+    Refused,
+    /// No route to the destination (`ENETUNREACH`, `EHOSTUNREACH`, an ICMP unreachable).
+    Unreachable,
+    /// The attempt's own time limit passed.
+    TimedOut,
+    /// The connection was reset after it was established.
+    Reset,
+    /// The TLS handshake failed: bad certificate, wrong host, expired, protocol error.
+    Tls,
+    /// The server's ALPN choice is not one we offered or can speak.
+    AlpnMismatch,
+    /// The attempt was stopped by the race (it lost, the caller gave up, or it was evicted to
+    /// make room for a later attempt).
+    Cancelled,
+    /// Another I/O error.
+    Io,
+}
+
+impl AttemptErrorKind {
+    /// How much this kind of failure tells a user, higher first. A TLS or ALPN failure explains
+    /// more than a refused port, which explains more than a timeout. Used to pick the primary
+    /// cause of a failed race deterministically (OkHttp's primary error depends on timing).
+    pub fn informativeness(self) -> u8 {
+        match self {
+            Self::Tls | Self::AlpnMismatch => 5,
+            Self::Reset => 4,
+            Self::Refused => 3,
+            Self::Unreachable => 2,
+            Self::Io => 2,
+            Self::TimedOut => 1,
+            Self::Cancelled => 0,
+        }
+    }
+
+    /// Whether the failure says something about the network path (so the address family's
+    /// health should hear of it), as opposed to one server's state.
+    pub fn is_path_failure(self) -> bool {
+        matches!(self, Self::Unreachable | Self::TimedOut)
+    }
+}
+
+impl fmt::Display for AttemptErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Refused => "connection refused",
+            Self::Unreachable => "destination unreachable",
+            Self::TimedOut => "timed out",
+            Self::Reset => "connection reset",
+            Self::Tls => "tls handshake failed",
+            Self::AlpnMismatch => "alpn mismatch",
+            Self::Cancelled => "cancelled",
+            Self::Io => "i/o error",
+        })
+    }
+}
+
+/// Why one attempt failed.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct AttemptError {
+    /// What kind of failure.
+    pub kind: AttemptErrorKind,
+    /// The step the attempt was in.
+    pub phase: Phase,
+    /// A human-readable detail, for example the OS error or the TLS alert.
+    pub detail: String,
+}
+
+impl AttemptError {
+    /// An error of `kind` in `phase`, with a detail message.
+    pub fn new(kind: AttemptErrorKind, phase: Phase, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            phase,
+            detail: detail.into(),
+        }
+    }
+
+    /// A TCP-phase error with no further detail.
+    pub fn tcp(kind: AttemptErrorKind) -> Self {
+        Self::new(kind, Phase::Tcp, "")
+    }
+}
+
+impl fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} during {}", self.kind, self.phase)?;
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for AttemptError {}
+
+/// One attempt of a failed race and why it failed.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct AttemptFailure {
+    /// The attempt.
+    pub id: AttemptId,
+    /// Where it connected to.
+    pub addr: SocketAddr,
+    /// When it started.
+    pub started: Instant,
+    /// How long it ran.
+    pub elapsed: Duration,
+    /// Why it ended.
+    pub error: AttemptError,
+}
+
+/// Why a whole race failed.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+#[non_exhaustive]
+pub enum RaceErrorKind {
+    /// DNS gave no usable address (every answer negative, or every address unusable).
+    NoAddresses,
+    /// Every attempt failed.
+    AllAttemptsFailed,
+    /// The overall connect deadline passed.
+    TimedOut,
+}
+
+impl fmt::Display for RaceErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoAddresses => "no usable addresses",
+            Self::AllAttemptsFailed => "every connection attempt failed",
+            Self::TimedOut => "connect deadline exceeded",
+        })
+    }
+}
+
+/// Why a race failed, with every cause: each attempt's error in start order, and each DNS
+/// failure (reference profile P8). The order never depends on which failure finished first.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct RaceError {
+    /// The reason the race ended.
+    pub kind: RaceErrorKind,
+    /// Every attempt, in start order, with its cause.
+    pub attempts: Vec<AttemptFailure>,
+    /// Every DNS query that failed or came back empty, in the order the answers arrived.
+    pub dns: Vec<(QueryKind, Option<DnsError>)>,
+    /// Addresses that were skipped before any attempt, with the reason (for example a multicast
+    /// address in an AAAA answer).
+    pub skipped: Vec<(String, String)>,
+}
+
+impl RaceError {
+    /// The most informative attempt failure: the highest
+    /// [`AttemptErrorKind::informativeness`], ties broken by start order. Deterministic.
+    pub fn primary(&self) -> Option<&AttemptFailure> {
+        self.attempts
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, a)| (a.error.kind.informativeness(), std::cmp::Reverse(*i)))
+            .map(|(_, a)| a)
+    }
+}
+
+impl fmt::Display for RaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if let Some(p) = self.primary() {
+            write!(
+                f,
+                "; most telling: attempt {} to {}: {}",
+                p.id, p.addr, p.error
+            )?;
+        }
+        if !self.attempts.is_empty() {
+            write!(f, " ({} attempts:", self.attempts.len())?;
+            for a in &self.attempts {
+                write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+            }
+            f.write_str(")")?;
+        }
+        for (kind, err) in &self.dns {
+            match err {
+                Some(e) => write!(f, "; {kind} query: {e}")?,
+                None => write!(f, "; {kind} query: no records")?,
+            }
+        }
+        for (addr, why) in &self.skipped {
+            write!(f, "; skipped {addr}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RaceError {}
+
+impl From<RaceError> for std::io::Error {
+    fn from(e: RaceError) -> Self {
+        let kind = match e.kind {
+            RaceErrorKind::TimedOut => std::io::ErrorKind::TimedOut,
+            RaceErrorKind::NoAddresses => std::io::ErrorKind::NotFound,
+            RaceErrorKind::AllAttemptsFailed => match e.primary().map(|p| p.error.kind) {
+                Some(AttemptErrorKind::Refused) => std::io::ErrorKind::ConnectionRefused,
+                Some(AttemptErrorKind::Unreachable) => std::io::ErrorKind::HostUnreachable,
+                Some(AttemptErrorKind::TimedOut) => std::io::ErrorKind::TimedOut,
+                Some(AttemptErrorKind::Reset) => std::io::ErrorKind::ConnectionReset,
+                _ => std::io::ErrorKind::Other,
+            },
+        };
+        Self::new(kind, e)
+    }
+}

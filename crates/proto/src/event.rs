@@ -1,0 +1,91 @@
+//! The event protocol between a race and its driver.
+
+use std::fmt;
+
+use crate::{Alpn, AttemptError, AttemptId, PooledId, QueryKind, RaceError};
+
+/// Progress of one attempt, reported by the driver.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub enum AttemptEvent<P> {
+    /// The TCP handshake finished. For a plan with TLS, the race extends its next-attempt timer
+    /// (HEv3 §6.1) or, when it wins at TCP, cancels the others.
+    TcpConnected,
+    /// The plan finished: TCP connected and, if the plan has TLS, the handshake and certificate
+    /// check are done. Carries the ALPN protocol the server chose, if any.
+    Connected(Option<Alpn>),
+    /// The plan failed. `follow_up` is a replacement plan to try first, for example the next
+    /// TLS configuration or a proxy's authentication retry (OkHttp's follow-up plans).
+    Failed {
+        /// Why it failed.
+        error: AttemptError,
+        /// A plan to run next, ahead of everything else.
+        follow_up: Option<P>,
+    },
+    /// The plan did not fail, but asks for a replacement plan to run at once (for example a
+    /// proxy asked for credentials and closed the connection). Not counted as an error.
+    FollowUp(P),
+}
+
+/// Why the race cancelled an attempt.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+pub enum CancelReason {
+    /// Another attempt, or a pooled connection, won.
+    LostRace,
+    /// The attempt ran past its own time limit.
+    AttemptTimeout,
+    /// The overall connect deadline passed.
+    Deadline,
+    /// The concurrent-attempt cap was full and a newer attempt needed the slot.
+    Evicted,
+    /// The caller abandoned the race.
+    Abandoned,
+}
+
+impl fmt::Display for CancelReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::LostRace => "lost the race",
+            Self::AttemptTimeout => "attempt timed out",
+            Self::Deadline => "connect deadline passed",
+            Self::Evicted => "evicted to make room for a newer attempt",
+            Self::Abandoned => "caller abandoned the race",
+        })
+    }
+}
+
+/// What won a race.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+pub enum Winner {
+    /// One of the race's own attempts.
+    Attempt(AttemptId),
+    /// A pooled connection that became usable mid-race.
+    Pooled(PooledId),
+}
+
+/// What the race asks of its driver. Drain with `poll_output` until it returns `None`.
+#[derive(Clone, Debug, Eq, PartialEq)]
+#[must_use]
+pub enum Output<P> {
+    /// Send this DNS query now.
+    StartQuery(QueryKind),
+    /// Stop waiting for this query: its answer can no longer matter.
+    CancelQuery(QueryKind),
+    /// Start this plan now.
+    StartAttempt {
+        /// The attempt's id.
+        id: AttemptId,
+        /// What to do.
+        plan: P,
+    },
+    /// Stop this attempt now and close everything it opened.
+    CancelAttempt {
+        /// The attempt.
+        id: AttemptId,
+        /// Why.
+        reason: CancelReason,
+    },
+    /// The race is won. Every loser was cancelled by `CancelAttempt` outputs just before this.
+    Done(Winner),
+    /// The race is lost; every cause is inside.
+    Failed(RaceError),
+}

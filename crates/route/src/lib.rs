@@ -1,0 +1,43 @@
+//! # fastfallback-route
+//!
+//! Turns a name and DNS answers into an ordered list of candidate endpoints. No I/O: answers,
+//! source addresses and time are handed in.
+//!
+//! - [`Address`] and [`Host`]: what to connect to, validated ("parse, don't validate").
+//! - [`Resolution`]: per-record-type answer aggregation and the Resolution Delay
+//!   (RFC 8305 §3, HEv3 §4.2).
+//! - [`sort`]: RFC 6724 §6 destination address selection, with source addresses as input.
+//! - [`interleave`]: family interleaving with a Preferred Address Family Count
+//!   (RFC 8305 §4, HEv3 §5.3).
+//! - [`Nat64Prefix`]: RFC 6052 synthesis and de-synthesis (HEv3 §8).
+//! - [`RouteDatabase`]: memory of failed routes, RTT per route and health per family; bounded
+//!   and expiring.
+//! - [`order`]: the whole ordering pipeline the race calls.
+//!
+//! ```
+//! use fastfallback_route::{interleave, Family};
+//! use std::net::IpAddr;
+//!
+//! let addrs: Vec<IpAddr> = ["2001:db8::a", "2001:db8::b", "192.0.2.1"]
+//!     .iter().map(|s| s.parse().unwrap()).collect();
+//! let out = interleave(addrs, |ip| Family::of(*ip), Family::V6, 1);
+//! assert_eq!(out[1], "192.0.2.1".parse::<IpAddr>().unwrap());
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod address;
+mod db;
+mod interleave;
+mod nat64;
+pub mod order;
+mod resolution;
+pub mod sort;
+
+pub use address::{Address, AddressError, Host, Proxy, ProxyKind, Route, Scheme};
+pub use db::{RouteDatabase, RouteMemory};
+pub use fastfallback_proto::Family;
+pub use interleave::interleave;
+pub use nat64::{Nat64Error, Nat64Prefix};
+pub use resolution::{AnswerLimits, Connectivity, Resolution, ServiceInfo, Skipped};
+pub use sort::{HostModel, Source, SourceSelector};

@@ -1,0 +1,584 @@
+//! DNS answer aggregation and the Resolution Delay (RFC 8305 §3, HEv3 §4.2).
+//!
+//! Each record type is handled on its own as it arrives (HEv3 §4.2: "do not wait for all
+//! answers"). [`Resolution`] keeps the latest answer per type, the HTTPS hints, and decides when
+//! the race may move on to connecting:
+//!
+//! > Move on as soon as either condition set holds (HEv3 §4.2):
+//! > 1. a positive address answer has arrived, an answer (or hint) for the preferred family has
+//! >    arrived, and the HTTPS answer has arrived or failed; or
+//! > 2. a positive address answer has arrived and the Resolution Delay has passed since the first
+//! >    one (reference profile P1: a further answer inside the delay does not restart it).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use fastfallback_proto::{Alpn, DnsAnswer, DnsError, Family, HttpsRecord, Instant, QueryKind};
+
+use crate::Nat64Prefix;
+use crate::address::normalize_ip;
+
+/// What the host can reach, as far as choosing queries and synthesizing addresses goes.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Connectivity {
+    /// IPv6 connectivity: a non-link-local address and a non-link-local route (HEv3 §4.1).
+    pub v6: bool,
+    /// IPv4 connectivity.
+    pub v4: bool,
+    /// The NAT64 prefix, if one is known (HEv3 §8.1).
+    pub nat64: Option<Nat64Prefix>,
+}
+
+impl Connectivity {
+    /// A dual-stack host without NAT64.
+    pub const DUAL_STACK: Self = Self {
+        v6: true,
+        v4: true,
+        nat64: None,
+    };
+
+    /// The family HEv3 §4.2 prefers: IPv6 when it has connectivity, else IPv4.
+    pub fn preferred_family(&self) -> Family {
+        if self.v6 { Family::V6 } else { Family::V4 }
+    }
+
+    /// The queries to send, in HEv3 §4.1 order: HTTPS (if `https`), AAAA when IPv6 works, A when
+    /// IPv4 works or a NAT64 prefix is known (HEv3 §8.1: "MUST").
+    pub fn queries(&self, https: bool) -> Vec<QueryKind> {
+        let mut q = Vec::with_capacity(3);
+        if https {
+            q.push(QueryKind::Https);
+        }
+        if self.v6 {
+            q.push(QueryKind::Aaaa);
+        }
+        if self.v4 || self.nat64.is_some() {
+            q.push(QueryKind::A);
+        }
+        q
+    }
+
+    /// Whether `ip` can be connected to: its family works, or it is IPv4 and a NAT64 prefix can
+    /// carry it (HEv3 §8.3).
+    pub fn can_reach(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V6(_) => self.v6,
+            IpAddr::V4(v4) => {
+                self.v4 || (self.v6 && self.nat64.is_some() && !Nat64Prefix::is_exempt(v4))
+            }
+        }
+    }
+
+    /// The address a socket connects to for `logical`: the NAT64-synthesized one when IPv4 has
+    /// no route and a prefix is known (HEv3 §8.3), else `logical` itself.
+    pub fn connect_ip(&self, logical: IpAddr) -> IpAddr {
+        match (logical, self.nat64) {
+            (IpAddr::V4(v4), Some(p)) if !self.v4 && !Nat64Prefix::is_exempt(v4) => {
+                IpAddr::V6(p.synthesize(v4))
+            }
+            _ => logical,
+        }
+    }
+}
+
+/// Limits applied to answers.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct AnswerLimits {
+    /// The most addresses taken from one answer; the rest are skipped and reported.
+    pub max_addresses: usize,
+}
+
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        Self { max_addresses: 32 }
+    }
+}
+
+/// An address (or record) skipped before any attempt, and why. Reported in the race's error.
+#[derive(Clone, Debug, Eq, PartialEq)]
+pub struct Skipped {
+    /// What was skipped.
+    pub what: String,
+    /// Why.
+    pub why: String,
+}
+
+/// What a compatible HTTPS record tells a TCP client (RFC 9460 §7).
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct ServiceInfo {
+    /// The `port` SvcParam of the best compatible record (RFC 9460 §7.2).
+    pub port: Option<u16>,
+    /// Its ALPN set, defaults included (RFC 9460 §7.1.2).
+    pub alpn: Vec<Alpn>,
+}
+
+#[derive(Clone, Debug, Eq, PartialEq)]
+enum QueryState {
+    NotSent,
+    Pending,
+    Answered { positive: bool },
+}
+
+/// Aggregates the answers of one race's queries. No I/O; every input carries `now`.
+#[derive(Clone, Debug)]
+pub struct Resolution {
+    state: [QueryState; 3],
+    conn: Connectivity,
+    limits: AnswerLimits,
+    resolution_delay: Duration,
+    aaaa: Option<Vec<IpAddr>>,
+    a: Option<Vec<IpAddr>>,
+    hints: Vec<IpAddr>,
+    service: Option<ServiceInfo>,
+    first_positive_at: Option<Instant>,
+    moved_on: bool,
+    errors: Vec<(QueryKind, Option<DnsError>)>,
+    skipped: Vec<Skipped>,
+}
+
+fn idx(k: QueryKind) -> usize {
+    match k {
+        QueryKind::Https => 0,
+        QueryKind::Aaaa => 1,
+        QueryKind::A => 2,
+    }
+}
+
+/// The protocols this client speaks over TCP.
+const SUPPORTED: [Alpn; 2] = [Alpn::H2, Alpn::Http11];
+
+impl Resolution {
+    /// Aggregation for `queries` (all sent at once, HEv3 §4.1).
+    pub fn new(
+        queries: &[QueryKind],
+        conn: Connectivity,
+        resolution_delay: Duration,
+        limits: AnswerLimits,
+    ) -> Self {
+        let mut state = [
+            QueryState::NotSent,
+            QueryState::NotSent,
+            QueryState::NotSent,
+        ];
+        for &q in queries {
+            state[idx(q)] = QueryState::Pending;
+        }
+        Self {
+            state,
+            conn,
+            limits,
+            resolution_delay,
+            aaaa: None,
+            a: None,
+            hints: Vec::new(),
+            service: None,
+            first_positive_at: None,
+            moved_on: false,
+            errors: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Aggregation for an IP literal: no queries, one address, ready at once.
+    pub fn literal(ip: IpAddr, conn: Connectivity) -> Self {
+        let mut r = Self::new(&[], conn, Duration::ZERO, AnswerLimits::default());
+        let ip = normalize_ip(ip);
+        let list = r.admit(vec![ip]);
+        match Family::of(ip) {
+            Family::V6 => r.aaaa = Some(list),
+            Family::V4 => r.a = Some(list),
+        }
+        r.moved_on = true;
+        r
+    }
+
+    /// Takes in one answer. Answers to queries that were never sent, or repeated answers, are
+    /// accepted: a repeated answer replaces the previous one (HEv3 §7, answers changing).
+    pub fn handle_answer(&mut self, kind: QueryKind, answer: DnsAnswer, now: Instant) {
+        let positive = match answer {
+            DnsAnswer::Error(e) => {
+                self.errors.push((kind, Some(e)));
+                false
+            }
+            DnsAnswer::Addresses(list) if kind == QueryKind::Https => {
+                self.skip(
+                    format!("{} addresses", list.len()),
+                    "address list on an HTTPS query",
+                );
+                false
+            }
+            DnsAnswer::Addresses(list) => {
+                let list = self.admit(list);
+                if list.is_empty() {
+                    self.errors.push((kind, None));
+                }
+                let positive = !list.is_empty();
+                if kind == QueryKind::Aaaa {
+                    self.aaaa = Some(list);
+                } else {
+                    self.a = Some(list);
+                }
+                positive
+            }
+            DnsAnswer::Https(records) => self.take_https(records),
+        };
+        self.state[idx(kind)] = QueryState::Answered { positive };
+        if positive && self.first_positive_at.is_none() {
+            self.first_positive_at = Some(now);
+        }
+    }
+
+    fn skip(&mut self, what: impl Into<String>, why: impl Into<String>) {
+        self.skipped.push(Skipped {
+            what: what.into(),
+            why: why.into(),
+        });
+    }
+
+    /// Filters an address list: normalizes IPv4-mapped addresses, drops invalid destinations
+    /// (each with a reason), de-synthesizes NAT64 addresses (HEv3 §8.2) and caps the length.
+    fn admit(&mut self, list: Vec<IpAddr>) -> Vec<IpAddr> {
+        let mut out = Vec::with_capacity(list.len().min(self.limits.max_addresses));
+        for ip in list {
+            let mut ip = normalize_ip(ip);
+            if let (IpAddr::V6(v6), Some(p)) = (ip, self.conn.nat64)
+                && let Some(v4) = p.extract(v6)
+            {
+                ip = IpAddr::V4(v4);
+            }
+            if let Some(why) = invalid_destination(ip) {
+                self.skip(ip.to_string(), why);
+                continue;
+            }
+            if !self.conn.can_reach(ip) {
+                let why = format!("the host has no {} connectivity", Family::of(ip));
+                self.skip(ip.to_string(), why);
+                continue;
+            }
+            if out.contains(&ip) {
+                continue;
+            }
+            if out.len() == self.limits.max_addresses {
+                self.skip(
+                    ip.to_string(),
+                    format!("answer capped at {}", self.limits.max_addresses),
+                );
+                continue;
+            }
+            out.push(ip);
+        }
+        out
+    }
+
+    fn take_https(&mut self, records: Vec<HttpsRecord>) -> bool {
+        self.hints.clear();
+        self.service = None;
+        if records.iter().any(HttpsRecord::is_alias) {
+            // RFC 9460 §2.4.1: with any AliasMode record, ServiceMode records are ignored.
+            self.skip(
+                "HTTPS AliasMode record",
+                "alias chains are not followed yet",
+            );
+            return false;
+        }
+        let mut compatible: Vec<HttpsRecord> = Vec::with_capacity(records.len());
+        for r in records {
+            let mut alpn = r.alpn.clone();
+            if !r.no_default_alpn && !alpn.contains(&Alpn::Http11) {
+                alpn.push(Alpn::Http11);
+            }
+            if r.unknown_mandatory {
+                self.skip(
+                    format!("HTTPS record {}", r.priority),
+                    "unknown mandatory SvcParam",
+                );
+            } else if !alpn.iter().any(|a| SUPPORTED.contains(a)) {
+                // RFC 9460 §7.1.2, HEv3 §6.2: no protocol we speak.
+                self.skip(format!("HTTPS record {}", r.priority), "no supported ALPN");
+            } else {
+                compatible.push(HttpsRecord { alpn, ..r });
+            }
+        }
+        compatible.sort_by_key(|r| r.priority);
+        let mut hints = Vec::new();
+        for r in &compatible {
+            hints.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
+            hints.extend(r.ipv4hint.iter().map(|&v| IpAddr::V4(v)));
+        }
+        self.hints = self.admit(hints);
+        self.service = compatible.first().map(|r| ServiceInfo {
+            port: r.port,
+            alpn: r.alpn.clone(),
+        });
+        !self.hints.is_empty()
+    }
+
+    /// Re-evaluates the move-on rule at `now`. Once it holds it keeps holding.
+    pub fn poll(&mut self, now: Instant) -> bool {
+        if self.moved_on {
+            return true;
+        }
+        let Some(first) = self.first_positive_at else {
+            return false;
+        };
+        let pref = self.conn.preferred_family();
+        let pref_kind = if pref == Family::V6 {
+            QueryKind::Aaaa
+        } else {
+            QueryKind::A
+        };
+        let pref_answered = !matches!(self.state[idx(pref_kind)], QueryState::Pending)
+            || self.hints.iter().any(|ip| Family::of(*ip) == pref);
+        let https_done = !matches!(self.state[0], QueryState::Pending);
+        let set1 = pref_answered && https_done;
+        let set2 = now >= first + self.resolution_delay;
+        self.moved_on = set1 || set2;
+        self.moved_on
+    }
+
+    /// The Resolution Delay deadline, while it is running.
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.moved_on {
+            return None;
+        }
+        self.first_positive_at.map(|t| t + self.resolution_delay)
+    }
+
+    /// Whether the race may connect (the last [`Resolution::poll`] said so).
+    pub fn moved_on(&self) -> bool {
+        self.moved_on
+    }
+
+    /// The current address set, in DNS order: per family, the real answer if one arrived,
+    /// else the HTTPS hints (HEv3 §7: real records replace hints). IPv6 first, then IPv4.
+    pub fn addresses(&self) -> Vec<IpAddr> {
+        let mut out = Vec::new();
+        for fam in Family::ALL {
+            let real = if fam == Family::V6 {
+                &self.aaaa
+            } else {
+                &self.a
+            };
+            let source = real.as_ref().unwrap_or(&self.hints);
+            out.extend(source.iter().copied().filter(|ip| Family::of(*ip) == fam));
+            // De-synthesized DNS64 answers (HEv3 §8.2) land in the AAAA list as IPv4.
+            if fam == Family::V4
+                && let Some(list) = &self.aaaa
+            {
+                out.extend(list.iter().copied().filter(|ip| ip.is_ipv4()));
+            }
+        }
+        let mut seen = Vec::with_capacity(out.len());
+        out.retain(|ip| {
+            let fresh = !seen.contains(ip);
+            seen.push(*ip);
+            fresh
+        });
+        out
+    }
+
+    /// Whether any query is still unanswered.
+    pub fn pending(&self) -> bool {
+        self.state.contains(&QueryState::Pending)
+    }
+
+    /// The queries still unanswered.
+    pub fn pending_kinds(&self) -> Vec<QueryKind> {
+        QueryKind::ALL
+            .into_iter()
+            .filter(|k| self.state[idx(*k)] == QueryState::Pending)
+            .collect()
+    }
+
+    /// The HTTPS service information, if a compatible record arrived.
+    pub fn service(&self) -> Option<&ServiceInfo> {
+        self.service.as_ref()
+    }
+
+    /// DNS failures and empty answers, in arrival order.
+    pub fn errors(&self) -> &[(QueryKind, Option<DnsError>)] {
+        &self.errors
+    }
+
+    /// Addresses and records skipped, with reasons.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+}
+
+/// Why `ip` can never be a destination (RFC 6724 §6 Rule 1 and common sense), if so.
+fn invalid_destination(ip: IpAddr) -> Option<&'static str> {
+    if ip.is_unspecified() {
+        return Some("unspecified address");
+    }
+    if ip.is_multicast() {
+        return Some("multicast address");
+    }
+    match ip {
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("broadcast address"),
+        IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("address in 0.0.0.0/8"),
+        IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => {
+            Some("link-local address without a scope")
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn plain() -> Resolution {
+        Resolution::new(
+            &[QueryKind::Aaaa, QueryKind::A],
+            Connectivity::DUAL_STACK,
+            Duration::from_millis(50),
+            AnswerLimits::default(),
+        )
+    }
+
+    fn addrs(v: &[&str]) -> DnsAnswer {
+        DnsAnswer::Addresses(v.iter().map(|s| ip(s)).collect())
+    }
+
+    #[test]
+    fn positive_aaaa_moves_on_at_once() {
+        let mut r = plain();
+        r.handle_answer(QueryKind::Aaaa, addrs(&["2001:db8::a"]), at(20));
+        assert!(r.poll(at(20)));
+    }
+
+    #[test]
+    fn positive_a_first_waits_for_the_resolution_delay() {
+        let mut r = plain();
+        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
+        assert!(!r.poll(at(20)));
+        assert_eq!(r.deadline(), Some(at(70)));
+        assert!(!r.poll(at(69)));
+        assert!(r.poll(at(70)));
+    }
+
+    #[test]
+    fn negative_aaaa_inside_the_delay_ends_it() {
+        let mut r = plain();
+        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(QueryKind::Aaaa, addrs(&[]), at(35));
+        assert!(r.poll(at(35)));
+    }
+
+    #[test]
+    fn invalid_addresses_are_skipped_with_reasons() {
+        let mut r = plain();
+        r.handle_answer(
+            QueryKind::Aaaa,
+            addrs(&[
+                "::",
+                "ff02::1",
+                "fe80::1",
+                "2001:db8::a",
+                "::ffff:192.0.2.9",
+            ]),
+            at(1),
+        );
+        r.handle_answer(
+            QueryKind::A,
+            addrs(&["255.255.255.255", "0.1.2.3", "224.0.0.1"]),
+            at(1),
+        );
+        assert_eq!(r.addresses(), [ip("2001:db8::a"), ip("192.0.2.9")]);
+        let whys: Vec<&str> = r.skipped().iter().map(|s| s.why.as_str()).collect();
+        assert_eq!(
+            whys,
+            [
+                "unspecified address",
+                "multicast address",
+                "link-local address without a scope",
+                "broadcast address",
+                "address in 0.0.0.0/8",
+                "multicast address"
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_answers_are_capped_and_reported() {
+        let mut r = Resolution::new(
+            &[QueryKind::A],
+            Connectivity::DUAL_STACK,
+            Duration::from_millis(50),
+            AnswerLimits { max_addresses: 4 },
+        );
+        let many: Vec<IpAddr> = (1..=10u8).map(|i| IpAddr::from([192, 0, 2, i])).collect();
+        r.handle_answer(QueryKind::A, DnsAnswer::Addresses(many), at(1));
+        assert_eq!(r.addresses().len(), 4);
+        assert_eq!(r.skipped().len(), 6);
+        assert_eq!(r.skipped()[0].why, "answer capped at 4");
+    }
+
+    #[test]
+    fn dns64_answers_are_desynthesized_and_deduplicated() {
+        let conn = Connectivity {
+            v6: true,
+            v4: false,
+            nat64: Some(Nat64Prefix::WELL_KNOWN),
+        };
+        let mut r = Resolution::new(
+            &conn.queries(false),
+            conn,
+            Duration::from_millis(50),
+            AnswerLimits::default(),
+        );
+        r.handle_answer(
+            QueryKind::Aaaa,
+            addrs(&["2001:db8::a", "64:ff9b::c000:201"]),
+            at(10),
+        );
+        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(12));
+        assert_eq!(r.addresses(), [ip("2001:db8::a"), ip("192.0.2.1")]);
+        assert_eq!(conn.connect_ip(ip("192.0.2.1")), ip("64:ff9b::c000:201"));
+    }
+
+    #[test]
+    fn ipv6_only_host_without_nat64_skips_ipv4() {
+        let conn = Connectivity {
+            v6: true,
+            v4: false,
+            nat64: None,
+        };
+        assert_eq!(conn.queries(false), [QueryKind::Aaaa]);
+        let r = Resolution::literal(ip("192.0.2.1"), conn);
+        assert!(r.addresses().is_empty());
+        assert_eq!(r.skipped()[0].why, "the host has no IPv4 connectivity");
+    }
+
+    #[test]
+    fn alias_mode_makes_service_records_ignored() {
+        let mut r = Resolution::new(
+            &[QueryKind::Https, QueryKind::Aaaa],
+            Connectivity::DUAL_STACK,
+            Duration::from_millis(50),
+            AnswerLimits::default(),
+        );
+        let alias = HttpsRecord {
+            priority: 0,
+            target: "svc.example".into(),
+            ..Default::default()
+        };
+        let svc = HttpsRecord {
+            priority: 1,
+            ipv6hint: vec!["2001:db8::9".parse().unwrap()],
+            ..Default::default()
+        };
+        r.handle_answer(QueryKind::Https, DnsAnswer::Https(vec![alias, svc]), at(5));
+        assert!(r.addresses().is_empty());
+        assert!(r.service().is_none());
+    }
+}

@@ -1,0 +1,18 @@
+# Recipes for fastfallback. Nothing here is required: the README's plain cargo commands work
+# without `just` (install it with `cargo install just`).
+
+# The main job: canned races on virtual time, with their timelines.
+demo:
+    cargo run --release -p fastfallback-cli -- demo
+
+# The test suite, exactly as CI runs it (.ci/run).
+test:
+    bash .ci/run
+
+# Benchmarks (criterion); reports land in target/criterion.
+bench:
+    cargo bench -p fastfallback-benches -- --noplot
+
+# Fuzz the race with arbitrary event sequences (needs `cargo install cargo-fuzz`).
+fuzz target="plan_events" seconds="60":
+    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{target}} -- -max_total_time={{seconds}}
