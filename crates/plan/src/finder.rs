@@ -687,44 +687,35 @@ impl FastFallbackExchangeFinder {
             if !a.in_flight() || Some(a.id) == keep {
                 continue;
             }
-            if a.tcp_connected.is_none()
-                && let Some(db) = &self.env.db
-            {
-                db.unfinished(a.plan.route.target, now - a.started, now);
-            }
             self.deferred.push_back(a.plan.retry());
-            self.out
-                .push_back(Output::CancelAttempt { id: a.id, reason });
             let err =
                 AttemptError::new(AttemptErrorKind::Cancelled, Phase::Tcp, reason.to_string());
-            self.end_attempt(i, AttemptOutcome::Cancelled(reason), Some(err), now);
+            self.stop(i, reason, err, now);
         }
+    }
+
+    /// Stops attempt `i` from the race's side: the driver is told to cancel it, route memory
+    /// learns a lower bound on its RTT (if its handshake never finished), and it ends.
+    fn stop(&mut self, i: usize, reason: CancelReason, error: AttemptError, now: Instant) {
+        let a = &self.attempts[i];
+        if a.tcp_connected.is_none()
+            && let Some(db) = &self.env.db
+        {
+            db.unfinished(a.plan.route.target, now - a.started, now);
+        }
+        self.out
+            .push_back(Output::CancelAttempt { id: a.id, reason });
+        self.end_attempt(i, AttemptOutcome::Cancelled(reason), Some(error), now);
     }
 
     fn evict_oldest(&mut self, now: Instant) {
         let Some(i) = self.attempts.iter().position(AttemptRecord::in_flight) else {
             return;
         };
-        let a = &self.attempts[i];
-        if let Some(db) = &self.env.db {
-            db.unfinished(a.plan.route.target, now - a.started, now);
-        }
-        self.out.push_back(Output::CancelAttempt {
-            id: a.id,
-            reason: CancelReason::Evicted,
-        });
-        let err = AttemptError::new(
-            AttemptErrorKind::Cancelled,
-            Phase::Tcp,
-            CancelReason::Evicted.to_string(),
-        );
+        let reason = CancelReason::Evicted;
+        let err = AttemptError::new(AttemptErrorKind::Cancelled, Phase::Tcp, reason.to_string());
         let latest_failed = self.latest_failed;
-        self.end_attempt(
-            i,
-            AttemptOutcome::Cancelled(CancelReason::Evicted),
-            Some(err),
-            now,
-        );
+        self.stop(i, reason, err, now);
         // Eviction makes room; it is not the failure of the latest attempt.
         self.latest_failed = latest_failed;
     }
@@ -748,28 +739,14 @@ impl FastFallbackExchangeFinder {
                     continue;
                 }
                 let a = &self.attempts[i];
-                if let Some(db) = &self.env.db {
-                    db.unfinished(a.plan.route.target, now - a.started, now);
-                }
-                self.out.push_back(Output::CancelAttempt {
-                    id: a.id,
-                    reason: CancelReason::Deadline,
-                });
-                let err = AttemptError::new(
-                    AttemptErrorKind::TimedOut,
-                    if a.tcp_connected.is_some() {
-                        Phase::Tls
-                    } else {
-                        Phase::Tcp
-                    },
-                    "connect deadline passed",
-                );
-                self.end_attempt(
-                    i,
-                    AttemptOutcome::Cancelled(CancelReason::Deadline),
-                    Some(err),
-                    now,
-                );
+                let phase = if a.tcp_connected.is_some() {
+                    Phase::Tls
+                } else {
+                    Phase::Tcp
+                };
+                let err =
+                    AttemptError::new(AttemptErrorKind::TimedOut, phase, "connect deadline passed");
+                self.stop(i, CancelReason::Deadline, err, now);
             }
         }
         let attempts = self
