@@ -478,14 +478,45 @@ impl FastFallbackExchangeFinder {
     }
 
     fn launch_allowed_at(&self) -> Instant {
-        let Some(last) = self.last_start else {
-            return self.started;
+        let at = match self.last_start {
+            None => self.started,
+            Some(last) => {
+                let floor = last + HARD_MIN_ATTEMPT_DELAY;
+                if self.in_flight() == 0 || self.latest_failed {
+                    floor
+                } else {
+                    self.next_attempt_at.map_or(floor, |t| t.max(floor))
+                }
+            }
         };
-        let floor = last + HARD_MIN_ATTEMPT_DELAY;
-        if self.in_flight() == 0 || self.latest_failed {
-            return floor;
+        self.second_choice_hold().map_or(at, |hold| at.max(hold))
+    }
+
+    /// How long the next candidate waits because route memory says it is a second choice.
+    ///
+    /// The move-on rule (HEv3 §4.2) starts the first attempt as soon as the preferred family's
+    /// answer is in. When memory says that answer holds only second choices (routes that
+    /// failed within the TTL, or a family whose path failed or is slower), an answer still
+    /// pending may bring a better one: the candidate then waits for it, but never past the
+    /// Resolution Delay after the first positive answer (RFC 8305 §3, the same bound the
+    /// standard puts on waiting for AAAA). Without this, a second contact whose AAAA answer
+    /// happens to arrive first would start the remembered-bad route anyway.
+    fn second_choice_hold(&self) -> Option<Instant> {
+        if !self.deferred.is_empty() || !self.resolution.pending() {
+            return None;
         }
-        self.next_attempt_at.map_or(floor, |t| t.max(floor))
+        let db = self.env.db.as_ref().filter(|db| db.config().enabled)?;
+        let first = self.resolution.first_positive_at()?;
+        let next = self
+            .endpoints
+            .iter()
+            .find(|e| e.state == EndpointState::Untried)?;
+        let now = self.last_now;
+        let family = Family::of(next.logical);
+        let second_choice = db.is_postponed(next.target, now)
+            || db.family_path_failed(family, now)
+            || db.family_is_worse(family, self.policy.min_attempt_delay, now);
+        second_choice.then(|| first + self.policy.resolution_delay)
     }
 
     fn advance(&mut self, now: Instant) {

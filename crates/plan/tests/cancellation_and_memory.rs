@@ -154,3 +154,54 @@ fn memory_off_keeps_the_standard_timeline() {
     let second = blackholed_v6(&db, "example.com", 1000).run();
     assert_eq!(second.starts(), at(&[(V6A, 1000), (V4A, 1250)]));
 }
+
+#[test]
+fn second_contact_waits_for_the_ipv4_answer_instead_of_starting_the_dead_family() {
+    // The AAAA answer comes first this time: memory says IPv6 is blackholed, so the race waits
+    // for the A answer (within the Resolution Delay) rather than start the dead family.
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = blackholed_v6(&db, "example.com", 0).run();
+    let second = Scenario::for_address("tcp://example.com:443")
+        .memory(db)
+        .starting_at(1000)
+        .aaaa(2, &[V6A])
+        .a(7, &[V4A])
+        .drop(V6A)
+        .ok(V4A, 20)
+        .run();
+    assert_eq!(second.starts(), at(&[(V4A, 1007)]));
+    assert_eq!(second.won(), one(V4A, 1027));
+}
+
+#[test]
+fn a_second_choice_waits_no_longer_than_the_resolution_delay() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = blackholed_v6(&db, "example.com", 0).run();
+    let second = Scenario::for_address("tcp://example.com:443")
+        .memory(db)
+        .starting_at(1000)
+        .aaaa(2, &[V6A])
+        .a(300, &[V4A])
+        .drop(V6A)
+        .ok(V4A, 20)
+        .run();
+    // First positive answer at 1002 + RD 50 ms: the remembered-bad route starts at 1052.
+    assert_eq!(second.starts()[0], (V6A.parse().unwrap(), 1052));
+}
+
+#[test]
+fn a_refused_route_waits_for_the_other_family_when_its_answer_came_first() {
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let run = |start| {
+        Scenario::plain()
+            .memory(db.clone())
+            .starting_at(start)
+            .aaaa(0, &[V6A])
+            .a(3, &[V4A])
+            .refuse(V6A, 1)
+            .ok(V4A, 20)
+            .run()
+    };
+    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V4A, 10)]));
+    assert_eq!(run(1000).starts(), at(&[(V4A, 1003)]));
+}

@@ -377,6 +377,11 @@ impl Resolution {
         out
     }
 
+    /// When the first positive answer (or usable hint) arrived, if one has.
+    pub fn first_positive_at(&self) -> Option<Instant> {
+        self.first_positive_at
+    }
+
     /// Whether any query is still unanswered.
     pub fn pending(&self) -> bool {
         self.state.contains(&QueryState::Pending)

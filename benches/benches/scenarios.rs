@@ -1,0 +1,548 @@
+//! Scenario benchmarks on the dual-stack test network: fastfallback against hyper-util's
+//! `HttpConnector` (default settings) and tokio's sequential `TcpStream::connect`, in the same
+//! run, on the same network, through the same DNS server.
+//!
+//! ```text
+//! cargo bench -p fastfallback-benches --bench scenarios
+//! ```
+//!
+//! Each scenario of design.md's performance table gets a fresh network. Every contender runs
+//! it several times; each run is a fresh runtime, resolver and connector (a "fresh process"),
+//! with any warm-up contacts the scenario asks for made first by the same connector. For the
+//! measured contact we record the time to a connected socket, and the attempts the wire saw
+//! (client SYN flows: one per socket that reached the network). Results go to
+//! `target/fastfallback-bench/scenarios.{json,md}` and to stdout.
+//!
+//! Needs root (network namespaces). Without it the bench says so and exits 0.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
+use fastfallback_testnet::{
+    DNS_V4, DnsZone, Match, Rule, ServerKind, TestNet, server_v4, server_v6,
+};
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::Name;
+use serde::Serialize;
+
+const PORT: u16 = 80;
+const ORIGIN: &str = "origin.test";
+/// A second host, for the warm-process scenarios.
+const OTHER: &str = "other.test";
+const ONE_WAY: Duration = Duration::from_millis(10);
+
+#[derive(Clone, Copy, Debug, Eq, PartialEq, Serialize)]
+enum Contender {
+    #[serde(rename = "fastfallback")]
+    Fastfallback,
+    #[serde(rename = "hyper-util HttpConnector")]
+    HyperUtil,
+    #[serde(rename = "tokio sequential connect")]
+    TokioSequential,
+}
+
+impl Contender {
+    const ALL: [Self; 3] = [Self::Fastfallback, Self::HyperUtil, Self::TokioSequential];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Fastfallback => "fastfallback",
+            Self::HyperUtil => "hyper-util HttpConnector",
+            Self::TokioSequential => "tokio sequential connect",
+        }
+    }
+}
+
+/// One row of design.md's performance table.
+struct Scenario {
+    name: &'static str,
+    /// The physical limit: the best path's RTT.
+    limit_ms: f64,
+    /// Our target from design.md (and the issue's acceptance bound).
+    target_ms: f64,
+    /// IPv6 addresses of the origin (server indexes); IPv4 is always server 0.
+    origin_v6: &'static [u8],
+    setup: fn(&TestNet),
+    /// A contact made first, by the same connector, and not measured.
+    warm_up: Option<&'static str>,
+    policy: fn() -> FallbackPolicy,
+    /// Blackholes make sequential connect wait for the kernel (3 s each with syn_retries=1):
+    /// fewer runs for it.
+    slow_for_sequential: bool,
+}
+
+fn delay(ip: IpAddr, one_way: Duration) -> Rule {
+    Rule::delay(Match::Addr(ip), one_way)
+}
+
+fn v6(i: u8) -> IpAddr {
+    IpAddr::V6(server_v6(i))
+}
+
+fn v4(i: u8) -> IpAddr {
+    IpAddr::V4(server_v4(i))
+}
+
+fn default_policy() -> FallbackPolicy {
+    FallbackPolicy::default()
+}
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "both families healthy, RTT 20 ms",
+            limit_ms: 20.0,
+            target_ms: 21.0,
+            origin_v6: &[0],
+            setup: |net| net.set_rules(vec![delay(v6(0), ONE_WAY), delay(v4(0), ONE_WAY)]),
+            warm_up: None,
+            policy: default_policy,
+            slow_for_sequential: false,
+        },
+        Scenario {
+            name: "IPv6 blackholed, IPv4 RTT 20 ms, first contact",
+            limit_ms: 20.0,
+            target_ms: 275.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::Addr(v6(0))),
+                    delay(v4(0), ONE_WAY),
+                ])
+            },
+            warm_up: None,
+            policy: default_policy,
+            slow_for_sequential: true,
+        },
+        Scenario {
+            name: "same, attempt delay set to 200 ms",
+            limit_ms: 20.0,
+            target_ms: 225.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::Addr(v6(0))),
+                    delay(v4(0), ONE_WAY),
+                ])
+            },
+            warm_up: None,
+            policy: || {
+                FallbackPolicy::builder()
+                    .attempt_delay(Duration::from_millis(200))
+                    .build()
+                    .unwrap()
+            },
+            slow_for_sequential: true,
+        },
+        Scenario {
+            name: "IPv6 blackholed, second contact",
+            limit_ms: 20.0,
+            target_ms: 25.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::Addr(v6(0))),
+                    delay(v4(0), ONE_WAY),
+                ])
+            },
+            warm_up: Some(ORIGIN),
+            policy: default_policy,
+            slow_for_sequential: true,
+        },
+        Scenario {
+            name: "IPv6 blackholed for a new host only, warm process (RTT known)",
+            limit_ms: 20.0,
+            target_ms: 125.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::Addr(v6(0))),
+                    delay(v4(0), ONE_WAY),
+                    delay(v6(1), ONE_WAY),
+                    delay(v4(1), ONE_WAY),
+                ])
+            },
+            warm_up: Some(OTHER),
+            policy: default_policy,
+            slow_for_sequential: true,
+        },
+        Scenario {
+            name: "IPv6 blackholed network-wide, new host after another host's IPv6 failed",
+            limit_ms: 20.0,
+            target_ms: 25.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::V6).port(PORT),
+                    delay(v4(0), ONE_WAY),
+                    delay(v4(1), ONE_WAY),
+                ])
+            },
+            warm_up: Some(OTHER),
+            policy: default_policy,
+            slow_for_sequential: true,
+        },
+        Scenario {
+            name: "IPv6 RTT 400 ms, IPv4 RTT 20 ms, second contact",
+            limit_ms: 20.0,
+            target_ms: 25.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_rules(vec![
+                    delay(v6(0), Duration::from_millis(200)),
+                    delay(v4(0), ONE_WAY),
+                ])
+            },
+            warm_up: Some(ORIGIN),
+            policy: default_policy,
+            slow_for_sequential: false,
+        },
+        Scenario {
+            name: "AAAA answer 300 ms late, A at once, IPv4 RTT 20 ms",
+            limit_ms: 20.0,
+            target_ms: 75.0,
+            origin_v6: &[0],
+            setup: |net| {
+                net.set_dns(
+                    ORIGIN,
+                    DnsZone {
+                        aaaa: vec![server_v6(0)],
+                        a: vec![server_v4(0)],
+                        aaaa_delay: Duration::from_millis(300),
+                        ..DnsZone::default()
+                    },
+                );
+                net.set_rules(vec![delay(v6(0), ONE_WAY), delay(v4(0), ONE_WAY)]);
+            },
+            warm_up: None,
+            policy: default_policy,
+            slow_for_sequential: false,
+        },
+        Scenario {
+            name: "8 IPv6 blackholed, 1 IPv4 (RTT 20 ms)",
+            limit_ms: 20.0,
+            target_ms: 275.0,
+            origin_v6: &[0, 1, 2, 3, 4, 5, 6, 7],
+            setup: |net| {
+                net.set_rules(vec![
+                    Rule::blackhole(Match::V6).port(PORT),
+                    delay(v4(0), ONE_WAY),
+                ])
+            },
+            warm_up: None,
+            policy: default_policy,
+            slow_for_sequential: true,
+        },
+    ]
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    ms: f64,
+    connected: bool,
+    /// Client SYN flows on the wire during the measured contact.
+    attempts_on_wire: usize,
+    /// Attempts (= sockets) the contender reports itself, where it can (fastfallback only).
+    attempts_reported: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    scenario: &'static str,
+    contender: Contender,
+    limit_ms: f64,
+    target_ms: f64,
+    runs: usize,
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    attempts_median: usize,
+    sockets_opened_median: usize,
+    failures: usize,
+    /// This contender's median divided by fastfallback's (how many times slower).
+    ratio_vs_fastfallback: f64,
+    meets_target: Option<bool>,
+    samples: Vec<Sample>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn dns_server() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(DNS_V4), 53)
+}
+
+fn hickory() -> TokioResolver {
+    let mut ns = NameServerConfig::udp_and_tcp(dns_server().ip());
+    for c in &mut ns.connections {
+        c.port = dns_server().port();
+    }
+    TokioResolver::builder_with_config(
+        ResolverConfig::from_name_servers(vec![ns]),
+        TokioRuntimeProvider::default(),
+    )
+    .with_options(ResolverOpts::default())
+    .build()
+    .expect("resolver")
+}
+
+/// What a hyper-util user with hickory plugs in: `lookup_ip`, both families in one answer.
+#[derive(Clone)]
+struct LookupIp(TokioResolver);
+
+impl tower_service::Service<Name> for LookupIp {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let r = self.0.clone();
+        Box::pin(async move {
+            let ips = r.lookup_ip(name.as_str()).await.map_err(io::Error::other)?;
+            let addrs: Vec<SocketAddr> = ips.iter().map(|ip| SocketAddr::new(ip, 0)).collect();
+            Ok(addrs.into_iter())
+        })
+    }
+}
+
+/// One contender's client state for one run: made fresh per run, reused for the warm-up.
+enum Client {
+    Ours(Connector),
+    Hyper(HttpConnector<LookupIp>),
+    Sequential(TokioResolver),
+}
+
+impl Client {
+    fn new(contender: Contender, policy: FallbackPolicy) -> Self {
+        match contender {
+            Contender::Fastfallback => Self::Ours(
+                Connector::builder()
+                    .policy(policy)
+                    .resolver(HickoryResolver::from_resolver(hickory()))
+                    .build()
+                    .expect("connector"),
+            ),
+            Contender::HyperUtil => {
+                Self::Hyper(HttpConnector::new_with_resolver(LookupIp(hickory())))
+            }
+            Contender::TokioSequential => Self::Sequential(hickory()),
+        }
+    }
+
+    /// Connects to `host`; returns whether it connected and the attempts it reports.
+    async fn contact(&mut self, host: &str) -> (bool, Option<usize>) {
+        match self {
+            Self::Ours(c) => match c.connect(&format!("tcp://{host}:{PORT}")).await {
+                Ok(conn) => (true, Some(conn.report().attempts_started())),
+                Err(e) => (false, e.report().map(|r| r.attempts_started())),
+            },
+            Self::Hyper(h) => {
+                let uri: http::Uri = format!("http://{host}:{PORT}/").parse().unwrap();
+                let r = tower_service::Service::call(h, uri).await;
+                (r.is_ok(), None)
+            }
+            Self::Sequential(r) => {
+                let Ok(ips) = r.lookup_ip(host).await else {
+                    return (false, None);
+                };
+                let addrs: Vec<SocketAddr> =
+                    ips.iter().map(|ip| SocketAddr::new(ip, PORT)).collect();
+                (
+                    tokio::net::TcpStream::connect(&addrs[..]).await.is_ok(),
+                    None,
+                )
+            }
+        }
+    }
+}
+
+fn client_syn_flows(net: &TestNet) -> usize {
+    net.log()
+        .iter()
+        .filter(|e| e.is_client_syn())
+        .map(|e| e.src)
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+fn prepare(net: &TestNet, s: &Scenario) {
+    net.set_dns(
+        ORIGIN,
+        DnsZone {
+            aaaa: s.origin_v6.iter().map(|&i| server_v6(i)).collect(),
+            a: vec![server_v4(0)],
+            ..DnsZone::default()
+        },
+    );
+    net.set_dns(
+        OTHER,
+        DnsZone {
+            aaaa: vec![server_v6(1)],
+            a: vec![server_v4(1)],
+            ..DnsZone::default()
+        },
+    );
+    for i in 0..9 {
+        for ip in [v6(i), v4(i)] {
+            net.serve(SocketAddr::new(ip, PORT), ServerKind::Accept)
+                .expect("server");
+        }
+    }
+    (s.setup)(net);
+}
+
+fn run_once(net: &TestNet, s: &Scenario, contender: Contender) -> Sample {
+    net.block_on_client(async {
+        let mut client = Client::new(contender, (s.policy)());
+        if let Some(host) = s.warm_up {
+            let _ = client.contact(host).await;
+        }
+        net.clear_log();
+        let t = Instant::now();
+        let (connected, attempts_reported) = client.contact(ORIGIN).await;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        Sample {
+            ms,
+            connected,
+            attempts_on_wire: client_syn_flows(net),
+            attempts_reported,
+        }
+    })
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` runs us with no args: do one quick
+    // scenario then, as a smoke test.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let net = match TestNet::builder().servers(9).build() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("skipped: needs CAP_NET_ADMIN (scenario benchmarks): {e}");
+            return;
+        }
+    };
+    drop(net);
+    let runs = |contender: Contender, s: &Scenario| match (smoke, contender, s.slow_for_sequential)
+    {
+        (true, ..) => 1,
+        (false, Contender::TokioSequential, true) => 2,
+        _ => 7,
+    };
+    let mut all = Vec::new();
+    let list = scenarios();
+    let list = if smoke { &list[..1] } else { &list[..] };
+    for s in list {
+        let net = TestNet::builder().servers(9).build().expect("test network");
+        prepare(&net, s);
+        let mut rows: Vec<Row> = Vec::new();
+        for contender in Contender::ALL {
+            let n = runs(contender, s);
+            let samples: Vec<Sample> = (0..n).map(|_| run_once(&net, s, contender)).collect();
+            let failures = samples.iter().filter(|x| !x.connected).count();
+            let times: Vec<f64> = samples.iter().map(|x| x.ms).collect();
+            let attempts = median(samples.iter().map(|x| x.attempts_on_wire as f64).collect());
+            let sockets = median(
+                samples
+                    .iter()
+                    .map(|x| x.attempts_reported.unwrap_or(x.attempts_on_wire) as f64)
+                    .collect(),
+            );
+            let med = median(times.clone());
+            rows.push(Row {
+                scenario: s.name,
+                contender,
+                limit_ms: s.limit_ms,
+                target_ms: s.target_ms,
+                runs: n,
+                median_ms: med,
+                min_ms: times.iter().copied().fold(f64::INFINITY, f64::min),
+                max_ms: times.iter().copied().fold(0.0, f64::max),
+                attempts_median: attempts.round() as usize,
+                sockets_opened_median: sockets.round() as usize,
+                failures,
+                ratio_vs_fastfallback: f64::NAN,
+                meets_target: (contender == Contender::Fastfallback)
+                    .then_some(med <= s.target_ms && failures == 0),
+                samples,
+            });
+            eprintln!(
+                "{:<75} {:<26} median {:>8.1} ms",
+                s.name,
+                contender.label(),
+                med
+            );
+        }
+        let ours = rows[0].median_ms;
+        for r in &mut rows {
+            r.ratio_vs_fastfallback = r.median_ms / ours;
+        }
+        all.extend(rows);
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
+    std::fs::create_dir_all(&dir).expect("target dir");
+    let json = serde_json::to_string_pretty(&all).expect("json");
+    std::fs::write(dir.join("scenarios.json"), json).expect("write json");
+    let md = markdown(&all);
+    std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
+    println!("{md}");
+    println!("written: {}", dir.join("scenarios.{json,md}").display());
+}
+
+fn markdown(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| scenario | contender | median ms | min–max ms | attempts on the wire | sockets opened | failed runs | × fastfallback | target | met |\n",
+    );
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|:---:|\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.1}–{:.1} | {} | {} | {}/{} | {:.2} | {} | {} |",
+            r.scenario,
+            r.contender.label(),
+            r.median_ms,
+            r.min_ms,
+            r.max_ms,
+            r.attempts_median,
+            r.sockets_opened_median,
+            r.failures,
+            r.runs,
+            r.ratio_vs_fastfallback,
+            if r.contender == Contender::Fastfallback {
+                format!("≤ {:.0}", r.target_ms)
+            } else {
+                String::new()
+            },
+            match r.meets_target {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "",
+            }
+        );
+    }
+    out
+}

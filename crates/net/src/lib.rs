@@ -1,0 +1,44 @@
+//! # fastfallback-net
+//!
+//! The driver: it runs fastfallback's sans-IO race ([`fastfallback_plan`]) on tokio, with real
+//! DNS, sockets and TLS.
+//!
+//! - [`Connector`]: the entry point. `connect("https://host")` races and returns a
+//!   [`Connection`] whose [`RaceReport`] tells what happened.
+//! - [`Resolve`]: one DNS query per record type; [`HickoryResolver`] implements it with
+//!   hickory-resolver (separate AAAA, A and HTTPS lookups, each fed to the race as it arrives).
+//! - [`SocketOptions`]: `TCP_NODELAY`, keepalive, local address and interface, set before
+//!   connect.
+//! - [`KernelSources`]: RFC 6724 source address selection asked of the kernel.
+//!
+//! All clocks, sockets and sleeps of fastfallback live here; the domain crates get time and
+//! results handed in.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use fastfallback_net::Connector;
+//!
+//! let connector = Connector::builder().build()?;
+//! let conn = connector.connect("example.com:80").await?;
+//! println!("connected to {} in {:.1} ms", conn.peer_addr(), conn.report().elapsed_ms);
+//! println!("{}", conn.report());
+//! # Ok(()) }
+//! ```
+
+mod attempt;
+mod connector;
+mod report;
+mod resolve;
+mod source;
+
+pub use attempt::{SocketOptions, Stream};
+pub use connector::{
+    BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
+};
+pub use report::{AttemptReport, QueryReport, RaceReport};
+pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
+pub use source::KernelSources;
+
+pub use fastfallback_plan::FallbackPolicy;
+pub use fastfallback_proto::{DnsAnswer, QueryKind};
+pub use fastfallback_route::Connectivity;

@@ -1,0 +1,353 @@
+//! The driver against real sockets on loopback: no root and no test network needed.
+//!
+//! The origin `origin.test` is pinned to `::1` and `127.0.0.1` with a [`StaticResolver`], and
+//! servers listen on the same port of one or both addresses.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use fastfallback_net::{ConnectError, Connector, StaticResolver};
+use fastfallback_proto::{AttemptErrorKind, Phase, RaceErrorKind};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::RootCertStore;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+const V6: &str = "::1";
+const V4: &str = "127.0.0.1";
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn pinned() -> StaticResolver {
+    StaticResolver::new().with("origin.test", [ip(V6), ip(V4)])
+}
+
+/// A port that is free on both loopback addresses, with listeners on the ones asked for. The
+/// others stay closed, so the kernel refuses them.
+async fn listen(on: &[&str]) -> (u16, Vec<TcpListener>) {
+    for _ in 0..50 {
+        let probe = std::net::TcpListener::bind((ip(V4), 0)).unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let mut listeners = Vec::new();
+        for host in on {
+            match TcpListener::bind(SocketAddr::new(ip(host), port)).await {
+                Ok(l) => listeners.push(l),
+                Err(_) => break,
+            }
+        }
+        // The closed address must not be taken by someone else either.
+        let closed_free = [V6, V4]
+            .iter()
+            .filter(|h| !on.contains(h))
+            .all(|h| std::net::TcpListener::bind(SocketAddr::new(ip(h), port)).is_ok());
+        if listeners.len() == on.len() && closed_free {
+            return (port, listeners);
+        }
+    }
+    panic!("no port free on both loopback addresses");
+}
+
+fn accept_forever(listeners: Vec<TcpListener>) {
+    for l in listeners {
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                held.push(s);
+            }
+        });
+    }
+}
+
+fn connector(resolver: StaticResolver) -> Connector {
+    Connector::builder().resolver(resolver).build().unwrap()
+}
+
+#[tokio::test]
+async fn healthy_dual_stack_loopback_wins_with_one_ipv6_attempt() {
+    let (port, listeners) = listen(&[V6, V4]).await;
+    accept_forever(listeners);
+    let conn = connector(pinned())
+        .connect(&format!("tcp://origin.test:{port}"))
+        .await
+        .unwrap();
+    let report = conn.report();
+    assert_eq!(report.attempts_started(), 1, "{report}");
+    assert_eq!(report.winner, Some(0));
+    assert_eq!(conn.peer_addr(), SocketAddr::new(ip(V6), port));
+    assert_eq!(conn.stream().tcp().peer_addr().unwrap(), conn.peer_addr());
+    assert!(
+        conn.stream().tcp().nodelay().unwrap(),
+        "TCP_NODELAY is on by default"
+    );
+}
+
+#[tokio::test]
+async fn refused_ipv6_moves_to_ipv4_without_waiting_for_the_attempt_delay() {
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    let conn = connector(pinned())
+        .connect(&format!("origin.test:{port}"))
+        .await
+        .unwrap();
+    let report = conn.report();
+    assert_eq!(report.attempts_started(), 2, "{report}");
+    assert!(
+        report.attempts[0]
+            .outcome
+            .starts_with("failed: connection refused"),
+        "{report}"
+    );
+    assert_eq!(report.attempts[1].route, SocketAddr::new(ip(V4), port));
+    // RFC 8305 §5: a failure starts the next attempt at once (10 ms floor), not after 250 ms.
+    let second = report.attempts[1].started_ms;
+    assert!(
+        (10.0..200.0).contains(&second),
+        "second attempt at {second} ms\n{report}"
+    );
+    assert_eq!(report.winner, Some(1));
+}
+
+#[tokio::test]
+async fn every_attempt_refused_reports_each_cause_in_start_order() {
+    let (port, _none) = listen(&[]).await;
+    let err = connector(pinned())
+        .connect(&format!("origin.test:{port}"))
+        .await
+        .unwrap_err();
+    let race = err.race_error().expect("a race ran");
+    assert_eq!(race.kind, RaceErrorKind::AllAttemptsFailed);
+    let addrs: Vec<SocketAddr> = race.attempts.iter().map(|a| a.addr).collect();
+    assert_eq!(
+        addrs,
+        [SocketAddr::new(ip(V6), port), SocketAddr::new(ip(V4), port)]
+    );
+    assert!(
+        race.attempts
+            .iter()
+            .all(|a| a.error.kind == AttemptErrorKind::Refused)
+    );
+    let report = err.report().unwrap();
+    assert_eq!(report.winner, None);
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("every connection attempt failed")
+    );
+    let io: std::io::Error = err.into();
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+}
+
+#[tokio::test]
+async fn unknown_name_fails_with_the_dns_errors_and_no_attempt() {
+    let err = connector(pinned())
+        .connect("nothere.test:80")
+        .await
+        .unwrap_err();
+    let race = err.race_error().unwrap();
+    assert_eq!(race.kind, RaceErrorKind::NoAddresses);
+    assert!(race.attempts.is_empty());
+    assert_eq!(race.dns.len(), 2, "{race:?}");
+}
+
+#[tokio::test]
+async fn invalid_origins_are_rejected_before_any_io() {
+    let c = connector(pinned());
+    for bad in [
+        "https://",
+        "tcp://origin.test:0",
+        "ftp://origin.test",
+        "bad host:80",
+        "",
+    ] {
+        match c.connect(bad).await {
+            Err(ConnectError::InvalidAddress(_)) => {}
+            other => panic!("{bad:?} gave {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_ip_literal_needs_no_dns() {
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    let conn = connector(StaticResolver::new())
+        .connect(&format!("127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    assert!(conn.report().queries.is_empty());
+    assert_eq!(conn.report().attempts_started(), 1);
+}
+
+#[tokio::test]
+async fn a_real_connect_teaches_route_memory_its_rtt() {
+    let (port, listeners) = listen(&[V6, V4]).await;
+    accept_forever(listeners);
+    let c = connector(pinned());
+    let conn = c.connect(&format!("origin.test:{port}")).await.unwrap();
+    let db = c.route_database().expect("route memory is on by default");
+    assert_eq!(conn.report().attempts_started(), 1);
+    assert_eq!(db.len(), 1, "exactly the winner's route is remembered");
+    drop(conn);
+}
+
+// ---- TLS ----
+
+struct Pki {
+    roots: RootCertStore,
+    server: Arc<rustls::ServerConfig>,
+}
+
+fn pki(names: &[&str], alpn: &[&[u8]]) -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let sans: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    let leaf = CertificateParams::new(sans)
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(ca_cert.der().clone()).unwrap();
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![CertificateDer::from(leaf.der().to_vec())],
+        PrivateKeyDer::from(key),
+    )
+    .unwrap();
+    server.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Pki {
+        roots,
+        server: Arc::new(server),
+    }
+}
+
+fn serve_tls(listeners: Vec<TcpListener>, config: Arc<rustls::ServerConfig>) {
+    for l in listeners {
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&config));
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut tls) = acceptor.accept(s).await {
+                        let mut buf = [0u8; 64];
+                        while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn tls_race_verifies_the_origin_and_negotiates_h2() {
+    let pki = pki(&["origin.test"], &[b"h2", b"http/1.1"]);
+    let (port, listeners) = listen(&[V6, V4]).await;
+    serve_tls(listeners, pki.server);
+    let c = Connector::builder()
+        .resolver(pinned())
+        .root_certificates(pki.roots)
+        .build()
+        .unwrap();
+    let conn = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap();
+    assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
+    assert_eq!(conn.report().alpn.as_deref(), Some("h2"));
+    let tls = conn.stream().tls().expect("a TLS stream");
+    assert!(tls.peer_certificates().is_some_and(|c| !c.is_empty()));
+    let won = conn.report().winning_attempt().unwrap();
+    assert!(won.tcp_connected_ms.unwrap() <= won.ended_ms.unwrap());
+    assert!(
+        won.plan.contains("tls origin.test [h2, http/1.1]"),
+        "{}",
+        won.plan
+    );
+}
+
+#[tokio::test]
+async fn certificate_for_another_name_fails_every_route_with_a_tls_error() {
+    let pki = pki(&["other.test"], &[b"http/1.1"]);
+    let (port, listeners) = listen(&[V6, V4]).await;
+    serve_tls(listeners, pki.server);
+    let c = Connector::builder()
+        .resolver(pinned())
+        .root_certificates(pki.roots)
+        .build()
+        .unwrap();
+    let err = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap_err();
+    let race = err.race_error().unwrap();
+    assert_eq!(race.attempts.len(), 2, "{err}");
+    for a in &race.attempts {
+        assert_eq!(
+            (a.error.kind, a.error.phase),
+            (AttemptErrorKind::Tls, Phase::Tls),
+            "{a:?}"
+        );
+        assert!(
+            a.error.detail.to_lowercase().contains("certificate"),
+            "{}",
+            a.error.detail
+        );
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("origin.test") && msg.contains("certificate"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn an_untrusted_server_fails_with_a_tls_error() {
+    let pki_server = pki(&["origin.test"], &[b"h2"]);
+    let other_ca = pki(&["origin.test"], &[b"h2"]);
+    let (port, listeners) = listen(&[V4]).await;
+    serve_tls(listeners, pki_server.server);
+    let c = Connector::builder()
+        .resolver(StaticResolver::new().with("origin.test", [ip(V4)]))
+        .root_certificates(other_ca.roots)
+        .build()
+        .unwrap();
+    let err = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap_err();
+    let primary = err.race_error().unwrap().primary().unwrap();
+    assert_eq!(primary.error.kind, AttemptErrorKind::Tls);
+    assert_eq!(primary.addr, SocketAddr::new(ip(V4), port));
+}
+
+#[tokio::test]
+async fn a_refused_route_is_tried_last_on_the_second_contact() {
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    let c = connector(pinned());
+    let origin = format!("origin.test:{port}");
+    let first = c.connect(&origin).await.unwrap();
+    assert_eq!(first.report().attempts_started(), 2);
+    let second = c.connect(&origin).await.unwrap();
+    let report = second.report();
+    assert_eq!(
+        report.attempts_started(),
+        1,
+        "the postponed IPv6 route goes last\n{report}"
+    );
+    assert_eq!(second.peer_addr(), SocketAddr::new(ip(V4), port));
+}

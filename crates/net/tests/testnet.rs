@@ -1,0 +1,471 @@
+//! The driver on a real dual-stack network: client and server namespaces joined by a TUN wire
+//! with per-destination delay, blackhole, reset, ICMP and stall rules, and a DNS server inside
+//! the network (crates/testnet). These tests need root (CAP_NET_ADMIN); without it they print
+//! "skipped: needs CAP_NET_ADMIN" and pass, except under `CI=true`, where they fail.
+//!
+//! Timings are read from two independent clocks: the race's own report, and the wire's log of
+//! every SYN. Tolerances are a few milliseconds (the wire adds 0.3–0.5 ms; tokio's timer has
+//! 1 ms granularity). The tests run one at a time so they do not compete for the two cores.
+//!
+//! Socket accounting: after each test, the client namespace holds no socket at all (the
+//! namespace is the test's own, so anything there was opened by the test), and while a won
+//! connection is held, exactly one TCP socket exists: the winner's.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
+use fastfallback_proto::{AttemptErrorKind, RaceErrorKind};
+use fastfallback_testnet::{
+    DNS_V4, DnsZone, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4, server_v6,
+};
+use hickory_resolver::config::ResolverOpts;
+
+/// One test at a time: the timings should not depend on what the other core is doing.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const NAME: &str = "origin.test";
+const PORT: u16 = 80;
+const TLS_PORT: u16 = 443;
+const RTT: Duration = Duration::from_millis(20);
+/// Tolerance for one timing read off the race's report or the wire's log.
+const SLACK: f64 = 6.0;
+
+fn v6(i: u8) -> IpAddr {
+    IpAddr::V6(server_v6(i))
+}
+
+fn v4(i: u8) -> IpAddr {
+    IpAddr::V4(server_v4(i))
+}
+
+fn half(rtt: Duration) -> Duration {
+    rtt / 2
+}
+
+/// A network with `origin.test` at server 0 of each family, TCP servers on port 80 of both,
+/// and TLS servers on port 443 of both.
+fn network(test: &str) -> Option<TestNet> {
+    let net = or_skip(
+        test,
+        TestNet::builder().servers(4).tls_names(&[NAME]).build(),
+    )?;
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            ..DnsZone::default()
+        },
+    );
+    for ip in [v6(0), v4(0)] {
+        net.serve(SocketAddr::new(ip, PORT), ServerKind::Accept)
+            .unwrap();
+    }
+    Some(net)
+}
+
+/// A connector that asks the network's DNS server, with no resolver cache (each contact
+/// sends its queries) and the test CA as the only root.
+fn connector(net: &TestNet, policy: FallbackPolicy) -> Connector {
+    let mut opts = ResolverOpts::default();
+    opts.cache_size = 0;
+    let resolver =
+        HickoryResolver::with_name_server_opts(SocketAddr::new(IpAddr::V4(DNS_V4), 53), opts)
+            .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(net.ca_der()).unwrap();
+    Connector::builder()
+        .policy(policy)
+        .resolver(resolver)
+        .root_certificates(roots)
+        .build()
+        .unwrap()
+}
+
+/// Fails the test if the client namespace still holds any socket.
+fn assert_no_client_sockets(net: &TestNet) {
+    let left = net.client_sockets().unwrap();
+    assert!(
+        left.is_empty(),
+        "sockets left in the client namespace: {left:#?}"
+    );
+}
+
+/// TCP sockets the client namespace holds now.
+fn client_tcp_sockets(net: &TestNet) -> usize {
+    net.client_sockets()
+        .unwrap()
+        .iter()
+        .filter(|s| s.proto == SocketProto::Tcp)
+        .count()
+}
+
+fn assert_near(what: &str, got: f64, want: f64) {
+    assert!(
+        got >= want - 1.0 && got <= want + SLACK,
+        "{what}: {got:.1} ms, expected {want:.1} ms (−1/+{SLACK} ms)"
+    );
+}
+
+/// The wire's SYNs, as (ms after the first SYN, destination).
+fn syn_offsets(net: &TestNet) -> Vec<(f64, SocketAddr)> {
+    let syns = net.syns();
+    let Some(&(t0, _)) = syns.first() else {
+        return Vec::new();
+    };
+    syns.iter()
+        .map(|(t, dst)| (t.duration_since(t0).as_secs_f64() * 1e3, *dst))
+        .collect()
+}
+
+/// Distinct client connections (source ports) that sent a SYN.
+fn attempts_on_the_wire(net: &TestNet) -> usize {
+    net.log()
+        .iter()
+        .filter(|e| e.is_client_syn())
+        .map(|e| e.src)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}
+
+#[test]
+fn v6_blackhole_starts_v4_after_attempt_delay() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("v6_blackhole_starts_v4_after_attempt_delay") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let conn = c.connect(&format!("{NAME}:{PORT}")).await.unwrap();
+        assert_eq!(conn.peer_addr(), SocketAddr::new(v4(0), PORT));
+        // The loser was closed when the winner connected: only the winner's socket is left.
+        assert_eq!(client_tcp_sockets(&net), 1, "{:#?}", net.client_sockets());
+        conn.into_parts().1
+    });
+    assert_no_client_sockets(&net);
+
+    assert_eq!(report.attempts_started(), 2, "{report}");
+    let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
+    assert_eq!(a0.route, SocketAddr::new(v6(0), PORT), "{report}");
+    assert!(
+        a0.outcome.starts_with("cancelled: lost the race"),
+        "{report}"
+    );
+    assert_near(
+        "second attempt after the first",
+        a1.started_ms - a0.started_ms,
+        250.0,
+    );
+    assert_near(
+        "winner's connect",
+        a1.ended_ms.unwrap() - a1.started_ms,
+        20.0,
+    );
+    // The wire saw the same timeline: SYN to IPv6, then SYN to IPv4 250 ms later.
+    let syns = syn_offsets(&net);
+    assert_eq!(syns[0].1, SocketAddr::new(v6(0), PORT));
+    let first_v4 = syns.iter().find(|(_, d)| d.is_ipv4()).unwrap();
+    assert_near("SYN to IPv4 on the wire", first_v4.0, 250.0);
+    assert_eq!(attempts_on_the_wire(&net), 2);
+}
+
+#[test]
+fn v6_reset_falls_back_to_v4_after_one_rtt() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("v6_reset_falls_back_to_v4_after_one_rtt") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::rst(Match::Addr(v6(0))).one_way(half(RTT)),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        c.connect(&format!("{NAME}:{PORT}"))
+            .await
+            .unwrap()
+            .into_parts()
+            .1
+    });
+    assert_no_client_sockets(&net);
+    assert_eq!(report.attempts_started(), 2, "{report}");
+    let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
+    assert!(
+        a0.outcome.starts_with("failed: connection refused"),
+        "{report}"
+    );
+    assert_near("refusal", a0.ended_ms.unwrap() - a0.started_ms, 20.0);
+    // RFC 8305 §5: the failure starts the next attempt at once, not at 250 ms.
+    assert_near("fallback start", a1.started_ms - a0.started_ms, 20.0);
+    assert_near("total", report.elapsed_ms - a0.started_ms, 40.0);
+}
+
+#[test]
+fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay")
+    else {
+        return;
+    };
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            aaaa_delay: Duration::from_millis(300),
+            ..DnsZone::default()
+        },
+    );
+    net.set_rules(vec![
+        Rule::delay(Match::Addr(v6(0)), half(RTT)),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        c.connect(&format!("{NAME}:{PORT}"))
+            .await
+            .unwrap()
+            .into_parts()
+            .1
+    });
+    assert_no_client_sockets(&net);
+    assert_eq!(report.attempts_started(), 1, "{report}");
+    let a = &report.attempts[0];
+    assert_eq!(a.route, SocketAddr::new(v4(0), PORT));
+    let a_answer = report.queries.iter().find(|q| q.kind == "A").unwrap();
+    // HEv3 §4.2: with only A in, wait the Resolution Delay (50 ms) for AAAA, then go.
+    assert_near(
+        "IPv4 start",
+        a.started_ms,
+        a_answer.answered_ms.unwrap() + 50.0,
+    );
+    assert!(
+        report.elapsed_ms <= 50.0 + 20.0 + 5.0 + a_answer.answered_ms.unwrap(),
+        "{report}"
+    );
+    let aaaa = report.queries.iter().find(|q| q.kind == "AAAA").unwrap();
+    assert_eq!(
+        aaaa.answered_ms, None,
+        "the race did not wait for AAAA\n{report}"
+    );
+}
+
+#[test]
+fn slower_family_loses_and_is_skipped_on_the_second_contact() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("slower_family_loses_and_is_skipped_on_the_second_contact") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::delay(Match::Addr(v6(0)), Duration::from_millis(200)),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let (first, second) = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let origin = format!("{NAME}:{PORT}");
+        let first = c.connect(&origin).await.unwrap().into_parts().1;
+        let second = c.connect(&origin).await.unwrap().into_parts().1;
+        (first, second)
+    });
+    assert_no_client_sockets(&net);
+    // First contact: IPv6 (RTT 400 ms) is tried first; IPv4 starts at 250 ms and wins at 270.
+    assert_eq!(first.attempts_started(), 2, "{first}");
+    assert_eq!(
+        first.winning_attempt().unwrap().route.ip(),
+        v4(0),
+        "{first}"
+    );
+    assert_near(
+        "first contact",
+        first.elapsed_ms - first.attempts[0].started_ms,
+        270.0,
+    );
+    // Second contact: route memory knows IPv6 is slower and leads with IPv4.
+    assert_eq!(second.attempts[0].route.ip(), v4(0), "{second}");
+    assert_eq!(second.attempts_started(), 1, "{second}");
+    assert_near(
+        "second contact",
+        second.elapsed_ms - second.attempts[0].started_ms,
+        20.0,
+    );
+}
+
+#[test]
+fn second_contact_skips_the_blackholed_family() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("second_contact_skips_the_blackholed_family") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let second = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let origin = format!("{NAME}:{PORT}");
+        let first = c.connect(&origin).await.unwrap();
+        assert_eq!(first.report().attempts_started(), 2);
+        drop(first);
+        c.connect(&origin).await.unwrap().into_parts().1
+    });
+    assert_no_client_sockets(&net);
+    assert_eq!(second.attempts_started(), 1, "{second}");
+    assert_eq!(second.attempts[0].route.ip(), v4(0), "{second}");
+    assert!(
+        second.elapsed_ms <= 20.0 + 5.0 + second.attempts[0].started_ms,
+        "{second}"
+    );
+}
+
+#[test]
+fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("stalled_tls_handshake_is_overtaken_by_the_next_route") else {
+        return;
+    };
+    // IPv6 accepts TCP and never answers the ClientHello; IPv4 speaks TLS.
+    net.serve(SocketAddr::new(v6(0), TLS_PORT), ServerKind::Accept)
+        .unwrap();
+    net.serve(
+        SocketAddr::new(v4(0), TLS_PORT),
+        ServerKind::Tls {
+            alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        },
+    )
+    .unwrap();
+    net.set_rules(vec![
+        Rule::delay(Match::Addr(v6(0)), half(RTT)),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    // A fixed attempt delay: with the adaptive one, the 20 ms RTT learned from the IPv6 TCP
+    // handshake would give max(250, 20 + 3 × 20 → 100) = 250 and hide the extension.
+    let policy = FallbackPolicy::builder()
+        .adaptive_attempt_delay(false)
+        .build()
+        .unwrap();
+    let report = net.block_on_client(async {
+        let c = connector(&net, policy);
+        let conn = c
+            .connect(&format!("https://{NAME}:{TLS_PORT}"))
+            .await
+            .unwrap();
+        assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
+        conn.into_parts().1
+    });
+    assert_no_client_sockets(&net);
+    assert_eq!(report.attempts_started(), 2, "{report}");
+    let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
+    assert_near(
+        "IPv6 TCP",
+        a0.tcp_connected_ms.unwrap() - a0.started_ms,
+        20.0,
+    );
+    assert!(
+        a0.outcome.starts_with("cancelled: lost the race"),
+        "{report}"
+    );
+    // HEv3 §6.1 (profile P6): TCP at 20 ms moves the next start to max(250, 20 + 250) = 270.
+    assert_near("IPv4 start", a1.started_ms - a0.started_ms, 270.0);
+    // TCP (1 RTT) + TLS 1.3 (1 RTT) = 40 ms, plus the handshake's CPU time on both ends,
+    // which in an unoptimised test build is several ms on a busy core.
+    let tls = a1.ended_ms.unwrap() - a1.started_ms;
+    assert!(
+        (39.0..60.0).contains(&tls),
+        "IPv4 TCP + TLS: {tls:.1} ms, expected 40 ms + CPU"
+    );
+}
+
+#[test]
+fn every_attempt_failing_reports_each_cause_in_start_order() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("every_attempt_failing_reports_each_cause_in_start_order") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::rst(Match::Addr(v6(0))).one_way(half(RTT)),
+        Rule::icmp_host(Match::Addr(v4(0))).one_way(half(RTT)),
+    ]);
+    let err = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        c.connect(&format!("{NAME}:{PORT}")).await.unwrap_err()
+    });
+    assert_no_client_sockets(&net);
+    let race = err.race_error().expect("the race ran");
+    assert_eq!(race.kind, RaceErrorKind::AllAttemptsFailed);
+    let causes: Vec<(IpAddr, AttemptErrorKind)> = race
+        .attempts
+        .iter()
+        .map(|a| (a.addr.ip(), a.error.kind))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            (v6(0), AttemptErrorKind::Refused),
+            (v4(0), AttemptErrorKind::Unreachable)
+        ]
+    );
+    assert_eq!(
+        race.primary().unwrap().addr.ip(),
+        v6(0),
+        "refused is more telling"
+    );
+    let report = err.report().unwrap();
+    assert_near(
+        "both failed",
+        report.elapsed_ms - report.attempts[0].started_ms,
+        40.0,
+    );
+}
+
+#[test]
+fn dropping_the_connect_future_mid_race_closes_every_socket() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("dropping_the_connect_future_mid_race_closes_every_socket") else {
+        return;
+    };
+    net.set_rules(vec![Rule::blackhole(Match::Any).port(PORT)]);
+    net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let origin = format!("{NAME}:{PORT}");
+        let race = c.connect(&origin);
+        // Both attempts are in flight at 300 ms; the caller gives up then.
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), race).await;
+        assert!(gave_up.is_err(), "a blackholed origin cannot connect");
+        assert_eq!(client_tcp_sockets(&net), 0, "{:#?}", net.client_sockets());
+    });
+    assert_no_client_sockets(&net);
+    assert_eq!(attempts_on_the_wire(&net), 2, "two attempts were in flight");
+}
+
+#[test]
+fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("connect_deadline_ends_a_blackholed_race_with_every_cause") else {
+        return;
+    };
+    net.set_rules(vec![Rule::blackhole(Match::Any).port(PORT)]);
+    let policy = FallbackPolicy::builder()
+        .connect_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let err = net.block_on_client(async {
+        let c = connector(&net, policy);
+        c.connect(&format!("{NAME}:{PORT}")).await.unwrap_err()
+    });
+    assert_no_client_sockets(&net);
+    let race = err.race_error().unwrap();
+    assert_eq!(race.kind, RaceErrorKind::TimedOut);
+    assert_eq!(race.attempts.len(), 2);
+    assert!(
+        race.attempts
+            .iter()
+            .all(|a| a.error.kind == AttemptErrorKind::TimedOut)
+    );
+    assert_near("deadline", err.report().unwrap().elapsed_ms, 600.0);
+}

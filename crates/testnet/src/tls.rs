@@ -1,0 +1,76 @@
+//! TLS material made for each test network: a fresh CA and one leaf certificate for every
+//! server address, and the rustls server configuration built from them.
+//!
+//! The rustls configuration names its crypto provider (aws-lc-rs) explicitly instead of
+//! installing a process-wide default, so it cannot clash with whatever the code under test
+//! installs.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::ServerConfig;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The CA certificate and the server configuration that presents the leaf.
+#[derive(Debug)]
+pub(crate) struct TlsMaterial {
+    pub(crate) ca_der: CertificateDer<'static>,
+    /// Without ALPN; each TLS server clones it and sets its own ALPN ids.
+    pub(crate) server_config: Arc<ServerConfig>,
+}
+
+impl TlsMaterial {
+    /// A new CA, and a leaf signed by it for the DNS names `names` and the IP addresses
+    /// `ips`.
+    pub(crate) fn new(names: &[String], ips: &[IpAddr]) -> Result<Self, String> {
+        fn err(what: &'static str) -> impl Fn(rcgen::Error) -> String {
+            move |e| format!("{what}: {e}")
+        }
+
+        let ca_key = KeyPair::generate().map_err(err("CA key"))?;
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err("CA params"))?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "fastfallback testnet CA");
+        let ca_cert = ca.self_signed(&ca_key).map_err(err("CA certificate"))?;
+        let issuer = Issuer::new(ca, ca_key);
+
+        let sans: Vec<String> = names
+            .iter()
+            .cloned()
+            .chain(ips.iter().map(IpAddr::to_string))
+            .collect();
+        let leaf_key = KeyPair::generate().map_err(err("leaf key"))?;
+        let mut leaf = CertificateParams::new(sans).map_err(err("leaf names"))?;
+        leaf.distinguished_name.push(
+            DnType::CommonName,
+            names.first().map_or("testnet server", String::as_str),
+        );
+        let leaf_cert = leaf
+            .signed_by(&leaf_key, &issuer)
+            .map_err(err("leaf certificate"))?;
+
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let server_config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("rustls versions: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf_cert.der().clone(), ca_cert.der().clone()],
+                PrivateKeyDer::from(leaf_key),
+            )
+            .map_err(|e| format!("rustls server certificate: {e}"))?;
+        Ok(Self {
+            ca_der: ca_cert.der().clone(),
+            server_config: Arc::new(server_config),
+        })
+    }
+
+    /// The server configuration with these ALPN ids.
+    pub(crate) fn with_alpn(&self, alpn: &[Vec<u8>]) -> Arc<ServerConfig> {
+        let mut config = ServerConfig::clone(&self.server_config);
+        config.alpn_protocols = alpn.to_vec();
+        Arc::new(config)
+    }
+}

@@ -1,0 +1,980 @@
+//! The wire: a userspace "cable" between the client's and the server's TUN device.
+//!
+//! ```text
+//!  client netns                         wire thread                          server netns
+//!  10.200.0.1, 2001:db8:200::1   read -> classify -> heap(due) -> write    10.201.0.10.., DNS 10.201.0.53
+//!  tnc0 (TUN) <──────────────────────────────────────────────────────────> tns0 (TUN)   2001:db8:201::a..
+//! ```
+//!
+//! One OS thread per [`TestNet`](crate::TestNet) (not a tokio task: tokio's timers have 1 ms
+//! granularity) waits in `ppoll` (nanosecond timeout, 1 ns timer slack) on both TUN
+//! descriptors and a stop pipe. Every packet read from one side is classified and put in a
+//! timer heap; when it is due, it is written into the other side's TUN device, which injects
+//! it straight into that namespace's stack. Nothing is routed or forwarded, no sysctl is
+//! needed for it, and IPv4 and IPv6 are handled alike. The measured overhead is a few
+//! hundred microseconds per hop (the VM's timer wake-up latency).
+//!
+//! # Rules
+//!
+//! The rule table ([`TestNet::set_rules`](crate::TestNet::set_rules)) is read for every
+//! packet; the **first** rule whose [`Match`] (and port, if set) fits the packet's
+//! **server-side** address (the destination of a client→server packet, the source of a
+//! server→client packet) decides; no match means "pass at once". Rules see all traffic,
+//! including DNS to [`DNS_V4`](crate::DNS_V4): match a single address or set a port to keep
+//! DNS out of a rule.
+//!
+//! Each packet gets its direction's one-way delay (`c2s` or `s2c`) ± a uniform `jitter`,
+//! but never overtakes an earlier packet of the same flow (5-tuple and direction), so jitter
+//! does not reorder a TCP stream. `loss` drops each packet, in either direction, with that
+//! probability, from a seeded PRNG ([`TestNetBuilder::seed`](crate::TestNetBuilder::seed)).
+//! The [`Action`] then decides what happens to a packet that was not lost:
+//!
+//! | action | client → server | server → client |
+//! |---|---|---|
+//! | [`Pass`](Action::Pass) | delivered after `c2s` | delivered after `s2c` |
+//! | [`Blackhole`](Action::Blackhole) | dropped | delivered |
+//! | [`Rst`](Action::Rst) | a TCP segment is answered with RST\|ACK after `c2s + s2c`; anything else is dropped | delivered |
+//! | [`IcmpPort`](Action::IcmpPort), [`IcmpHost`](Action::IcmpHost), [`IcmpAdmin`](Action::IcmpAdmin) | answered with ICMP/ICMPv6 destination unreachable after `c2s + s2c` | delivered |
+//! | [`DropData`](Action::DropData) | TCP segments with payload dropped, the rest delivered | same |
+//!
+//! The wire makes its RST and ICMP packets with correct checksums, so the client kernel
+//! takes them as it would take a real router's or server's: connect() fails with
+//! ECONNREFUSED (RST, port unreachable), EHOSTUNREACH (host unreachable, and IPv4
+//! admin-prohibited) or EACCES (IPv6 admin-prohibited). They are not rate-limited.
+//!
+//! # Log
+//!
+//! Every TCP segment with SYN, RST or FIN set is logged as a [`WireEvent`] (time read,
+//! direction, addresses, flags, verdict, rule), and so is every packet the wire makes. Data
+//! segments and pure ACKs are not logged. [`TestNet::syns`](crate::TestNet::syns) picks the
+//! client's connection attempts out of it.
+//!
+//! Malformed packets never make the wire panic: what cannot be parsed is passed on at once.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{self, PipeWriter, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::packet::{self, Packet, Unreachable};
+use crate::rng::SplitMix64;
+use crate::sys;
+
+/// Which packets a [`Rule`] applies to, by the packet's **server-side** address (the
+/// destination of a client→server packet, the source of a server→client packet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    /// Every packet.
+    Any,
+    /// Every IPv4 packet.
+    V4,
+    /// Every IPv6 packet.
+    V6,
+    /// Packets whose server-side address is exactly this one.
+    Addr(IpAddr),
+    /// Packets whose server-side address is in this prefix (address, prefix length). A
+    /// prefix of the other family never matches; a length past the family's width counts as
+    /// a full-length prefix.
+    Prefix(IpAddr, u8),
+}
+
+impl Match {
+    /// Whether `ip` (a server-side address) is matched.
+    pub fn matches(&self, ip: IpAddr) -> bool {
+        match (*self, ip) {
+            (Self::Any, _) => true,
+            (Self::V4, ip) => ip.is_ipv4(),
+            (Self::V6, ip) => ip.is_ipv6(),
+            (Self::Addr(a), ip) => a == ip,
+            (Self::Prefix(IpAddr::V4(net), len), IpAddr::V4(ip)) => {
+                let bits = u32::from(len.min(32));
+                let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (Self::Prefix(IpAddr::V6(net), len), IpAddr::V6(ip)) => {
+                let bits = u32::from(len.min(128));
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            (Self::Prefix(..), _) => false,
+        }
+    }
+}
+
+/// What the wire does with a packet that a [`Rule`] matched. See the [module
+/// docs](crate::wire) for the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Deliver after the rule's delay.
+    Pass,
+    /// Drop every client→server packet: connect() hangs (until its timeout, or
+    /// `tcp_syn_retries` runs out).
+    Blackhole,
+    /// Answer each client TCP segment with RST|ACK from the server address, after
+    /// `c2s + s2c`: connect() fails with ECONNREFUSED after one round trip.
+    Rst,
+    /// Answer each client packet with ICMP port unreachable (ICMPv6 code 4): ECONNREFUSED.
+    IcmpPort,
+    /// Answer each client packet with ICMP host unreachable (ICMPv6 address unreachable,
+    /// code 3): EHOSTUNREACH.
+    IcmpHost,
+    /// Answer each client packet with ICMP administratively prohibited (code 13; ICMPv6
+    /// code 1): EHOSTUNREACH on IPv4, EACCES on IPv6.
+    IcmpAdmin,
+    /// Let the TCP handshake (and FIN/RST/ACK) through but drop every TCP segment that
+    /// carries payload, both ways: "accepts, then stalls".
+    DropData,
+}
+
+/// One entry of the wire's rule table: which packets, and what happens to them.
+///
+/// Build one with a constructor ([`Rule::delay`], [`Rule::blackhole`], ...) and refine it
+/// with the setters:
+///
+/// ```
+/// use std::time::Duration;
+/// use fastfallback_testnet::{Match, Rule, server_v6};
+/// let ms = Duration::from_millis;
+/// let rule = Rule::delay(Match::Addr(server_v6(0).into()), ms(100)).port(443).jitter(ms(5)).loss(0.1);
+/// assert_eq!((rule.c2s, rule.s2c), (ms(100), ms(100)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// Which server-side addresses the rule applies to.
+    pub matches: Match,
+    /// The server-side TCP/UDP port the rule applies to; `None` = any port (and packets
+    /// without ports, such as ICMP).
+    pub port: Option<u16>,
+    /// One-way delay of client→server packets.
+    pub c2s: Duration,
+    /// One-way delay of server→client packets.
+    pub s2c: Duration,
+    /// Each packet's delay is moved by a uniform random amount in `[-jitter, +jitter]`
+    /// (never below zero); packets of one flow still arrive in order.
+    pub jitter: Duration,
+    /// Probability (0..=1) that a packet, in either direction, is lost.
+    pub loss: f64,
+    /// What happens to the matched packets.
+    pub action: Action,
+}
+
+impl Rule {
+    /// A rule with `action`, no delay, no jitter and no loss.
+    pub fn new(matches: Match, action: Action) -> Self {
+        Self {
+            matches,
+            port: None,
+            c2s: Duration::ZERO,
+            s2c: Duration::ZERO,
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            action,
+        }
+    }
+
+    /// Pass, with `one_way` delay in each direction (a round trip of twice that).
+    pub fn delay(matches: Match, one_way: Duration) -> Self {
+        Self::new(matches, Action::Pass).one_way(one_way)
+    }
+
+    /// Drop every client→server packet ([`Action::Blackhole`]).
+    pub fn blackhole(matches: Match) -> Self {
+        Self::new(matches, Action::Blackhole)
+    }
+
+    /// Refuse TCP with a RST ([`Action::Rst`]); add a delay to make it cost a round trip.
+    pub fn rst(matches: Match) -> Self {
+        Self::new(matches, Action::Rst)
+    }
+
+    /// Answer with ICMP port unreachable ([`Action::IcmpPort`]).
+    pub fn icmp_port(matches: Match) -> Self {
+        Self::new(matches, Action::IcmpPort)
+    }
+
+    /// Answer with ICMP host unreachable ([`Action::IcmpHost`]).
+    pub fn icmp_host(matches: Match) -> Self {
+        Self::new(matches, Action::IcmpHost)
+    }
+
+    /// Answer with ICMP administratively prohibited ([`Action::IcmpAdmin`]).
+    pub fn icmp_admin(matches: Match) -> Self {
+        Self::new(matches, Action::IcmpAdmin)
+    }
+
+    /// Let handshakes through (after `one_way` each way) and drop all TCP payload
+    /// ([`Action::DropData`]).
+    pub fn stall(matches: Match, one_way: Duration) -> Self {
+        Self::new(matches, Action::DropData).one_way(one_way)
+    }
+
+    /// Only packets to/from this server-side port.
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Sets both one-way delays.
+    #[must_use]
+    pub fn one_way(mut self, delay: Duration) -> Self {
+        self.c2s = delay;
+        self.s2c = delay;
+        self
+    }
+
+    /// Sets the client→server delay.
+    #[must_use]
+    pub fn c2s(mut self, delay: Duration) -> Self {
+        self.c2s = delay;
+        self
+    }
+
+    /// Sets the server→client delay.
+    #[must_use]
+    pub fn s2c(mut self, delay: Duration) -> Self {
+        self.s2c = delay;
+        self
+    }
+
+    /// Sets the per-packet jitter (± uniform).
+    #[must_use]
+    pub fn jitter(mut self, jitter: Duration) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Sets the loss probability (clamped to 0..=1).
+    #[must_use]
+    pub fn loss(mut self, probability: f64) -> Self {
+        self.loss = if probability.is_nan() {
+            0.0
+        } else {
+            probability.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// Whether this rule applies to a packet with this server-side address and port.
+    fn applies(&self, server_ip: IpAddr, server_port: Option<u16>) -> bool {
+        self.matches.matches(server_ip) && self.port.is_none_or(|p| server_port == Some(p))
+    }
+}
+
+/// Which way a packet travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// From the client namespace to the server namespace.
+    ClientToServer,
+    /// From the server namespace (or the wire, for packets it makes) to the client.
+    ServerToClient,
+}
+
+/// What the wire did with a logged packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Passed on, after its delay.
+    Delivered,
+    /// Dropped by the rule's action ([`Action::Blackhole`], [`Action::DropData`], or a
+    /// packet [`Action::Rst`]/ICMP does not answer, such as a RST).
+    Dropped,
+    /// Dropped by the rule's random loss.
+    Lost,
+    /// Dropped and answered by the wire (the answer is logged as its own
+    /// [`Verdict::Synthesized`] event).
+    Answered(Action),
+    /// A packet the wire made ([`Action::Rst`] or one of the ICMP actions), sent to the
+    /// client after `c2s + s2c`.
+    Synthesized(Action),
+}
+
+/// One entry of the wire's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireEvent {
+    /// When the wire read the packet (for a packet the wire made: when it made it, which is
+    /// when the packet it answers was read).
+    pub at: Instant,
+    /// Which way it travels.
+    pub dir: Dir,
+    /// Source address and port (port 0 if none).
+    pub src: SocketAddr,
+    /// Destination address and port (port 0 if none).
+    pub dst: SocketAddr,
+    /// The TCP flags byte (see [`flags`](crate::flags)); 0 for a synthesized ICMP packet.
+    pub flags: u8,
+    /// What happened to it.
+    pub verdict: Verdict,
+    /// Index of the rule that decided, `None` if no rule matched.
+    pub rule: Option<usize>,
+}
+
+impl WireEvent {
+    /// Whether this is a client's connection attempt: a client→server SYN without ACK.
+    pub fn is_client_syn(&self) -> bool {
+        self.dir == Dir::ClientToServer
+            && self.flags & packet::SYN != 0
+            && self.flags & packet::ACK == 0
+    }
+}
+
+/// State shared between the wire thread and the [`TestNet`](crate::TestNet) handle.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) rules: Mutex<Vec<Rule>>,
+    pub(crate) log: Mutex<Vec<WireEvent>>,
+}
+
+/// Locks a mutex, ignoring poisoning (a panicking test thread must not wedge the wire).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Which TUN device a packet is written to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Client,
+    Server,
+}
+
+/// A packet waiting in the heap. Ordered by (due, seq) so that the heap pops the earliest
+/// first and equal times keep their arrival order.
+#[derive(Debug)]
+struct Pending {
+    due: Instant,
+    seq: u64,
+    to: Side,
+    pkt: Vec<u8>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest packet.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+/// A flow for the FIFO guarantee: direction and 5-tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct FlowKey {
+    dir: Dir,
+    src: SocketAddr,
+    dst: SocketAddr,
+    proto: u8,
+}
+
+/// Flows whose last packet is already due are forgotten once there are this many.
+const FLOW_TABLE_PRUNE_AT: usize = 4096;
+
+/// The wire's logic, without I/O: packets in (with the time they were read), packets out
+/// (when due). The thread in [`spawn`] drives it; tests drive it with made-up times.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    shared: Arc<Shared>,
+    rng: SplitMix64,
+    heap: BinaryHeap<Pending>,
+    /// Due time of the last packet scheduled per flow.
+    flows: HashMap<FlowKey, Instant>,
+    seq: u64,
+}
+
+impl Engine {
+    pub(crate) fn new(shared: Arc<Shared>, seed: u64) -> Self {
+        Self {
+            shared,
+            rng: SplitMix64::new(seed),
+            heap: BinaryHeap::new(),
+            flows: HashMap::new(),
+            seq: 0,
+        }
+    }
+
+    /// The earliest due time of a waiting packet.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.heap.peek().map(|p| p.due)
+    }
+
+    /// The next packet due at or before `now`, and where it goes.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Side, Vec<u8>)> {
+        if self.heap.peek()?.due > now {
+            return None;
+        }
+        self.heap.pop().map(|p| (p.to, p.pkt))
+    }
+
+    /// `base` moved by the rule's jitter.
+    fn jittered(&mut self, base: Duration, jitter: Duration) -> Duration {
+        if jitter.is_zero() {
+            return base;
+        }
+        let offset = (self.rng.unit() * 2.0 - 1.0) * jitter.as_secs_f64();
+        Duration::try_from_secs_f64((base.as_secs_f64() + offset).max(0.0)).unwrap_or(base)
+    }
+
+    /// `now + delay`, or a year from now if that is not representable.
+    fn after(now: Instant, delay: Duration) -> Instant {
+        now.checked_add(delay)
+            .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
+            .unwrap_or(now)
+    }
+
+    /// Puts `pkt` in the heap for `due`, but not before the flow's previous packet.
+    fn schedule(&mut self, due: Instant, flow: FlowKey, to: Side, pkt: Vec<u8>) {
+        let due = self.flows.get(&flow).map_or(due, |&last| due.max(last));
+        self.flows.insert(flow, due);
+        if self.flows.len() > FLOW_TABLE_PRUNE_AT {
+            let now = Instant::now();
+            self.flows.retain(|_, last| *last > now);
+        }
+        self.seq += 1;
+        self.heap.push(Pending {
+            due,
+            seq: self.seq,
+            to,
+            pkt,
+        });
+    }
+
+    /// Takes one packet read at `now` from the `dir` side's TUN device.
+    pub(crate) fn handle(&mut self, now: Instant, dir: Dir, pkt: &[u8]) {
+        let out = match dir {
+            Dir::ClientToServer => Side::Server,
+            Dir::ServerToClient => Side::Client,
+        };
+        let Some(p) = packet::parse(pkt) else {
+            // Not IP as we know it: pass it on at once, in order with other such packets.
+            let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
+            let flow = FlowKey {
+                dir,
+                src: any,
+                dst: any,
+                proto: 0,
+            };
+            self.schedule(now, flow, out, pkt.to_vec());
+            return;
+        };
+        let (server_ip, server_port) = match dir {
+            Dir::ClientToServer => (p.dst, p.ports.map(|(_, d)| d)),
+            Dir::ServerToClient => (p.src, p.ports.map(|(s, _)| s)),
+        };
+        let found = lock(&self.shared.rules)
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.applies(server_ip, server_port))
+            .map(|(i, r)| (i, r.clone()));
+        let (index, rule) = match found {
+            Some((i, r)) => (Some(i), r),
+            None => (None, Rule::new(Match::Any, Action::Pass)),
+        };
+        let (verdict, answer) = self.decide(dir, pkt, &p, &rule);
+        let flow = FlowKey {
+            dir,
+            src: p.src_sock(),
+            dst: p.dst_sock(),
+            proto: p.proto,
+        };
+        if p.tcp_flags() & (packet::SYN | packet::RST | packet::FIN) != 0 {
+            self.log(WireEvent {
+                at: now,
+                dir,
+                src: p.src_sock(),
+                dst: p.dst_sock(),
+                flags: p.tcp_flags(),
+                verdict,
+                rule: index,
+            });
+        }
+        match verdict {
+            Verdict::Delivered => {
+                let base = match dir {
+                    Dir::ClientToServer => rule.c2s,
+                    Dir::ServerToClient => rule.s2c,
+                };
+                let delay = self.jittered(base, rule.jitter);
+                self.schedule(Self::after(now, delay), flow, out, pkt.to_vec());
+            }
+            Verdict::Answered(action) => {
+                if let Some(answer) = answer {
+                    let delay = self
+                        .jittered(rule.c2s, rule.jitter)
+                        .saturating_add(self.jittered(rule.s2c, rule.jitter));
+                    let back = FlowKey {
+                        dir: Dir::ServerToClient,
+                        src: p.dst_sock(),
+                        dst: p.src_sock(),
+                        proto: p.proto,
+                    };
+                    self.log(WireEvent {
+                        at: now,
+                        dir: Dir::ServerToClient,
+                        src: p.dst_sock(),
+                        dst: p.src_sock(),
+                        flags: if action == Action::Rst {
+                            packet::RST | packet::ACK
+                        } else {
+                            0
+                        },
+                        verdict: Verdict::Synthesized(action),
+                        rule: index,
+                    });
+                    self.schedule(Self::after(now, delay), back, Side::Client, answer);
+                }
+            }
+            Verdict::Dropped | Verdict::Lost | Verdict::Synthesized(_) => {}
+        }
+    }
+
+    /// The verdict for a packet that `rule` matched, and the answer to send for
+    /// [`Verdict::Answered`].
+    fn decide(
+        &mut self,
+        dir: Dir,
+        pkt: &[u8],
+        p: &Packet,
+        rule: &Rule,
+    ) -> (Verdict, Option<Vec<u8>>) {
+        if rule.loss > 0.0 && self.rng.unit() < rule.loss {
+            return (Verdict::Lost, None);
+        }
+        let answered = |answer: Option<Vec<u8>>, action| match answer {
+            Some(a) => (Verdict::Answered(action), Some(a)),
+            None => (Verdict::Dropped, None),
+        };
+        match (rule.action, dir) {
+            (Action::Pass, _) => (Verdict::Delivered, None),
+            (Action::DropData, _) if p.carries_tcp_data() => (Verdict::Dropped, None),
+            (Action::DropData, _) => (Verdict::Delivered, None),
+            (_, Dir::ServerToClient) => (Verdict::Delivered, None),
+            (Action::Blackhole, Dir::ClientToServer) => (Verdict::Dropped, None),
+            (Action::Rst, Dir::ClientToServer) => answered(packet::tcp_reset_for(p), Action::Rst),
+            (action @ Action::IcmpPort, Dir::ClientToServer) => answered(
+                packet::icmp_unreachable_for(pkt, p, Unreachable::Port),
+                action,
+            ),
+            (action @ Action::IcmpHost, Dir::ClientToServer) => answered(
+                packet::icmp_unreachable_for(pkt, p, Unreachable::Host),
+                action,
+            ),
+            (action @ Action::IcmpAdmin, Dir::ClientToServer) => answered(
+                packet::icmp_unreachable_for(pkt, p, Unreachable::Admin),
+                action,
+            ),
+        }
+    }
+
+    fn log(&self, event: WireEvent) {
+        lock(&self.shared.log).push(event);
+    }
+}
+
+/// The running wire thread. Dropping it stops the thread (closing the stop pipe wakes it),
+/// joins it, and so closes both TUN descriptors, which removes the devices.
+#[derive(Debug)]
+pub(crate) struct WireThread {
+    stop: Option<PipeWriter>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for WireThread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            // The wire never panics on packets; if it died anyway, there is nothing to add
+            // while dropping (possibly during another panic).
+            let _ = t.join();
+        }
+    }
+}
+
+/// Packets read from one TUN device in a row before the other side gets its turn.
+const READ_BURST: usize = 64;
+
+/// Starts the wire thread between the `client` and `server` TUN descriptors.
+pub(crate) fn spawn(
+    client: File,
+    server: File,
+    shared: Arc<Shared>,
+    seed: u64,
+) -> io::Result<WireThread> {
+    let (stop_rx, stop_tx) = io::pipe()?;
+    let engine = Engine::new(shared, seed);
+    let thread = std::thread::Builder::new()
+        .name("testnet-wire".to_owned())
+        .spawn(move || run(&client, &server, &stop_rx, engine))?;
+    Ok(WireThread {
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+/// The wire thread's loop; returns when the stop pipe is closed (or polling fails).
+fn run(client: &File, server: &File, stop: &io::PipeReader, mut engine: Engine) {
+    // Best effort: without it, wake-ups are up to 50 µs later.
+    let _ = sys::set_timer_slack(1);
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let timeout = engine
+            .next_due()
+            .map(|due| due.saturating_duration_since(Instant::now()));
+        let revents =
+            match sys::poll_readable([client.as_fd(), server.as_fd(), stop.as_fd()], timeout) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+        if revents[2] != 0 || (revents[0] | revents[1]) & libc::POLLNVAL != 0 {
+            return;
+        }
+        for (i, (mut tun, dir)) in [(client, Dir::ClientToServer), (server, Dir::ServerToClient)]
+            .into_iter()
+            .enumerate()
+        {
+            if revents[i] == 0 {
+                continue;
+            }
+            for _ in 0..READ_BURST {
+                match tun.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => engine.handle(Instant::now(), dir, &buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // The device is gone (EBADFD with POLLERR): polling again would spin.
+                    Err(_) if revents[i] & (libc::POLLERR | libc::POLLHUP) != 0 => return,
+                    Err(_) => break,
+                }
+            }
+        }
+        let now = Instant::now();
+        while let Some((side, pkt)) = engine.pop_due(now) {
+            let mut tun = match side {
+                Side::Client => client,
+                Side::Server => server,
+            };
+            // EIO (device down during set-up) and the like: the packet is lost, as on a
+            // real link.
+            let _ = tun.write(&pkt);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::tests::{tcp_packet, udp_packet};
+    use crate::packet::{ACK, FIN, PSH, RST, SYN};
+
+    const C4: &str = "10.200.0.1:40000";
+    const S4: &str = "10.201.0.10:443";
+    const C6: &str = "[2001:db8:200::1]:40000";
+    const S6: &str = "[2001:db8:201::a]:443";
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().expect("socket address")
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn engine(rules: Vec<Rule>) -> Engine {
+        let shared = Arc::new(Shared::default());
+        *lock(&shared.rules) = rules;
+        Engine::new(shared, 42)
+    }
+
+    /// Everything due by `until`, with the time it became due.
+    fn drain(e: &mut Engine, until: Instant) -> Vec<(Instant, Side, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(due) = e.next_due() {
+            if due > until {
+                break;
+            }
+            let (side, pkt) = e.pop_due(due).expect("due");
+            out.push((due, side, pkt));
+        }
+        out
+    }
+
+    #[test]
+    fn matches_by_family_address_and_prefix() {
+        let v4: IpAddr = "10.201.0.10".parse().expect("ip");
+        let v6: IpAddr = "2001:db8:201::a".parse().expect("ip");
+        assert!(Match::Any.matches(v4) && Match::Any.matches(v6));
+        assert!(Match::V4.matches(v4) && !Match::V4.matches(v6));
+        assert!(Match::V6.matches(v6) && !Match::V6.matches(v4));
+        assert!(Match::Addr(v4).matches(v4) && !Match::Addr(v4).matches(v6));
+        let p4 = Match::Prefix("10.201.0.0".parse().expect("ip"), 16);
+        assert!(p4.matches(v4) && !p4.matches("10.202.0.1".parse().expect("ip")));
+        assert!(!p4.matches(v6));
+        let p6 = Match::Prefix("2001:db8:201::".parse().expect("ip"), 48);
+        assert!(p6.matches(v6) && !p6.matches("2001:db8:202::a".parse().expect("ip")));
+        assert!(Match::Prefix(v4, 0).matches("1.2.3.4".parse().expect("ip")));
+        assert!(Match::Prefix(v4, 200).matches(v4));
+    }
+
+    #[test]
+    fn first_matching_rule_wins_and_port_narrows() {
+        let mut e = engine(vec![
+            Rule::blackhole(Match::V4).port(80),
+            Rule::delay(Match::V4, ms(10)),
+            Rule::rst(Match::Any),
+        ]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+        );
+        let log = lock(&e.shared.log).clone();
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].rule, Some(1));
+        assert_eq!(log[0].verdict, Verdict::Delivered);
+        let out = drain(&mut e, t0 + ms(100));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, t0 + ms(10));
+        assert_eq!(out[0].1, Side::Server);
+
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa("10.201.0.10:80"), 1, 0, SYN, &[]),
+        );
+        assert_eq!(lock(&e.shared.log)[1].verdict, Verdict::Dropped);
+        assert_eq!(lock(&e.shared.log)[1].rule, Some(0));
+        assert!(drain(&mut e, t0 + ms(100)).is_empty());
+    }
+
+    #[test]
+    fn rst_is_answered_after_both_delays_and_logged_twice() {
+        let mut e = engine(vec![Rule::rst(Match::V6).c2s(ms(7)).s2c(ms(5))]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C6), sa(S6), 99, 0, SYN, &[]),
+        );
+        let out = drain(&mut e, t0 + ms(100));
+        assert_eq!(out.len(), 1);
+        let (due, side, pkt) = &out[0];
+        assert_eq!((*due, *side), (t0 + ms(12), Side::Client));
+        let p = packet::parse(pkt).expect("parses");
+        assert_eq!(p.tcp.map(|t| (t.flags, t.ack)), Some((RST | ACK, 100)));
+        let log = lock(&e.shared.log).clone();
+        assert_eq!(log[0].verdict, Verdict::Answered(Action::Rst));
+        assert_eq!(log[1].verdict, Verdict::Synthesized(Action::Rst));
+        assert_eq!((log[1].src, log[1].dst), (sa(S6), sa(C6)));
+    }
+
+    #[test]
+    fn blackhole_drops_only_client_to_server() {
+        let mut e = engine(vec![Rule::blackhole(Match::Any)]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ServerToClient,
+            &tcp_packet(sa(S4), sa(C4), 1, 2, FIN | ACK, &[]),
+        );
+        let out = drain(&mut e, t0);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1, Side::Client);
+    }
+
+    #[test]
+    fn drop_data_passes_handshake_and_drops_payload_both_ways() {
+        let mut e = engine(vec![Rule::stall(Match::Any, ms(1))]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ServerToClient,
+            &tcp_packet(sa(S4), sa(C4), 5, 2, SYN | ACK, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 2, 6, ACK, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 2, 6, ACK | PSH, b"hello"),
+        );
+        e.handle(
+            t0,
+            Dir::ServerToClient,
+            &tcp_packet(sa(S4), sa(C4), 6, 2, ACK | PSH, b"hi"),
+        );
+        assert_eq!(drain(&mut e, t0 + ms(10)).len(), 3);
+    }
+
+    #[test]
+    fn icmp_answers_client_packets_but_not_server_ones() {
+        let mut e = engine(vec![Rule::icmp_admin(Match::Any)]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &udp_packet(sa(C4), sa("10.201.0.53:53"), b"q"),
+        );
+        e.handle(
+            t0,
+            Dir::ServerToClient,
+            &udp_packet(sa("10.201.0.53:53"), sa(C4), b"a"),
+        );
+        let out = drain(&mut e, t0);
+        assert_eq!(out.len(), 2);
+        let icmp = out
+            .iter()
+            .find_map(|(_, _, pkt)| packet::parse(pkt).filter(|p| p.proto == 1))
+            .expect("an ICMP answer");
+        assert_eq!(icmp.dst, sa(C4).ip());
+    }
+
+    #[test]
+    fn jitter_never_reorders_a_flow() {
+        let mut e = engine(vec![Rule::delay(Match::Any, ms(20)).jitter(ms(15))]);
+        let t0 = Instant::now();
+        for i in 0..200u32 {
+            let at = t0 + Duration::from_micros(u64::from(i) * 100);
+            e.handle(
+                at,
+                Dir::ClientToServer,
+                &tcp_packet(sa(C4), sa(S4), i, 0, ACK, b"x"),
+            );
+        }
+        let out = drain(&mut e, t0 + ms(1000));
+        assert_eq!(out.len(), 200);
+        let seqs: Vec<u32> = out
+            .iter()
+            .map(|(_, _, pkt)| packet::parse(pkt).and_then(|p| p.tcp).expect("tcp").seq)
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        let spread = out.last().expect("some").0 - out[0].0;
+        assert!(spread > ms(10), "jitter had an effect: {spread:?}");
+    }
+
+    #[test]
+    fn loss_is_seeded_and_roughly_the_asked_rate() {
+        let run = || {
+            let mut e = engine(vec![Rule::delay(Match::Any, ms(0)).loss(0.25)]);
+            let t0 = Instant::now();
+            for i in 0..2000u32 {
+                e.handle(
+                    t0,
+                    Dir::ClientToServer,
+                    &tcp_packet(sa(C4), sa(S4), i, 0, ACK, b"x"),
+                );
+            }
+            drain(&mut e, t0)
+                .iter()
+                .map(|(_, _, p)| packet::parse(p).and_then(|p| p.tcp).expect("tcp").seq)
+                .collect::<Vec<_>>()
+        };
+        let a = run();
+        assert_eq!(a, run(), "same seed, same losses");
+        assert!((1400..1600).contains(&a.len()), "{} of 2000 kept", a.len());
+    }
+
+    #[test]
+    fn absurd_delays_do_not_panic() {
+        let t0 = Instant::now();
+        for rule in [
+            Rule::delay(Match::Any, Duration::MAX).jitter(Duration::MAX),
+            Rule::rst(Match::Any).one_way(Duration::MAX),
+        ] {
+            let mut e = engine(vec![rule]);
+            e.handle(
+                t0,
+                Dir::ClientToServer,
+                &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+            );
+            assert!(e.next_due().is_some_and(|due| due > t0 + ms(1000)));
+        }
+    }
+
+    #[test]
+    fn unparsable_packets_pass_at_once() {
+        let mut e = engine(vec![Rule::blackhole(Match::Any)]);
+        let t0 = Instant::now();
+        e.handle(t0, Dir::ClientToServer, &[0xff, 1, 2]);
+        e.handle(t0, Dir::ClientToServer, &[]);
+        assert_eq!(drain(&mut e, t0).len(), 2);
+    }
+
+    #[test]
+    fn client_syn_filter_ignores_syn_ack_and_rst() {
+        let mut e = engine(vec![]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ServerToClient,
+            &tcp_packet(sa(S4), sa(C4), 1, 2, SYN | ACK, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, RST, &[]),
+        );
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, ACK, b"data"),
+        );
+        let log = lock(&e.shared.log).clone();
+        assert_eq!(log.len(), 3, "data segments are not logged");
+        assert_eq!(log.iter().filter(|e| e.is_client_syn()).count(), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn engine_survives_arbitrary_packets(
+            pkts in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..120), 1..20),
+            action in 0usize..7,
+        ) {
+            let actions = [Action::Pass, Action::Blackhole, Action::Rst, Action::IcmpPort,
+                           Action::IcmpHost, Action::IcmpAdmin, Action::DropData];
+            let mut e = engine(vec![Rule::new(Match::Any, actions[action]).loss(0.1).jitter(ms(1))]);
+            let t0 = Instant::now();
+            for (i, mut pkt) in pkts.into_iter().enumerate() {
+                if let Some(b) = pkt.first_mut() {
+                    *b = if i % 2 == 0 { 0x45 } else { 0x60 };
+                }
+                let dir = if i % 3 == 0 { Dir::ServerToClient } else { Dir::ClientToServer };
+                e.handle(t0, dir, &pkt);
+            }
+            drain(&mut e, t0 + ms(10));
+        }
+    }
+}
