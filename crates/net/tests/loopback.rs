@@ -351,3 +351,42 @@ async fn a_refused_route_is_tried_last_on_the_second_contact() {
     );
     assert_eq!(second.peer_addr(), SocketAddr::new(ip(V4), port));
 }
+
+#[tokio::test]
+async fn okhttp_mode_wins_at_tcp_and_finishes_tls_alone() {
+    let pki = pki(&["origin.test"], &[b"http/1.1"]);
+    let (port, listeners) = listen(&[V6, V4]).await;
+    serve_tls(listeners, pki.server);
+    let policy = fastfallback_net::FallbackPolicy::builder()
+        .win_at(fastfallback_plan::WinAt::Tcp)
+        .build()
+        .unwrap();
+    let c = Connector::builder()
+        .policy(policy)
+        .resolver(pinned())
+        .root_certificates(pki.roots)
+        .build()
+        .unwrap();
+    let conn = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        conn.alpn().map(ToString::to_string).as_deref(),
+        Some("http/1.1")
+    );
+    assert_eq!(conn.report().attempts_started(), 1);
+    assert!(conn.stream().tls().is_some());
+}
+
+#[tokio::test]
+async fn a_bad_policy_is_rejected_by_the_builder() {
+    let mut policy = fastfallback_net::FallbackPolicy::default();
+    policy.attempt_delay = std::time::Duration::from_millis(5);
+    let err = Connector::builder()
+        .policy(policy)
+        .resolver(pinned())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid policy"), "{err}");
+}

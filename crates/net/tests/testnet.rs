@@ -18,7 +18,8 @@ use std::time::Duration;
 use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
 use fastfallback_proto::{AttemptErrorKind, RaceErrorKind};
 use fastfallback_testnet::{
-    DNS_V4, DnsZone, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4, server_v6,
+    DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
+    server_v6,
 };
 use hickory_resolver::config::ResolverOpts;
 
@@ -468,4 +469,91 @@ fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
             .all(|a| a.error.kind == AttemptErrorKind::TimedOut)
     );
     assert_near("deadline", err.report().unwrap().elapsed_ms, 600.0);
+}
+
+#[test]
+fn attempt_timeout_moves_on_before_the_attempt_delay() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("attempt_timeout_moves_on_before_the_attempt_delay") else {
+        return;
+    };
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let policy = FallbackPolicy::builder()
+        .attempt_timeout(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let report = net.block_on_client(async {
+        let c = connector(&net, policy);
+        c.connect(&format!("{NAME}:{PORT}"))
+            .await
+            .unwrap()
+            .into_parts()
+            .1
+    });
+    assert_no_client_sockets(&net);
+    let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
+    assert!(
+        a0.outcome.starts_with("cancelled: attempt timed out"),
+        "{report}"
+    );
+    assert_near("timeout", a0.ended_ms.unwrap() - a0.started_ms, 150.0);
+    // The timed-out attempt was the latest, so the next starts at once (profile P4).
+    assert_near("next start", a1.started_ms - a0.started_ms, 150.0);
+    assert_near("winner", report.elapsed_ms - a0.started_ms, 170.0);
+}
+
+#[test]
+fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) =
+        network("https_record_hints_and_port_start_the_race_before_the_address_answers")
+    else {
+        return;
+    };
+    const ALT_PORT: u16 = 8443;
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![
+                HttpsSpec::service(1)
+                    .alpn(["h2"])
+                    .port(ALT_PORT)
+                    .ipv4hint([server_v4(0)])
+                    .ipv6hint([server_v6(0)]),
+            ],
+            aaaa_delay: Duration::from_millis(200),
+            a_delay: Duration::from_millis(200),
+            ..DnsZone::default()
+        },
+    );
+    net.serve(
+        SocketAddr::new(v6(0), ALT_PORT),
+        ServerKind::Tls {
+            alpn: vec![b"h2".to_vec()],
+        },
+    )
+    .unwrap();
+    net.set_rules(vec![Rule::delay(Match::Addr(v6(0)), half(RTT))]);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let conn = c.connect(&format!("https://{NAME}")).await.unwrap();
+        assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
+        conn.into_parts().1
+    });
+    assert_no_client_sockets(&net);
+    // HEv3 §4.2.1: the hints are used as answers; RFC 9460 §7.2: the record's port replaces 443.
+    let first = &report.attempts[0];
+    assert_eq!(first.route, SocketAddr::new(v6(0), ALT_PORT), "{report}");
+    assert!(
+        first.started_ms < 100.0,
+        "started on the hints, not the 200 ms answers\n{report}"
+    );
+    assert_eq!(report.winner, Some(0), "{report}");
+    let https = report.queries.iter().find(|q| q.kind == "HTTPS").unwrap();
+    assert_eq!(https.answer.as_deref(), Some("1 record(s)"));
 }

@@ -341,7 +341,11 @@ impl RequestHandler for Handler {
             e
         });
         tokio::spawn(async move {
-            tokio::time::sleep(answer.delay).await;
+            // tokio's timer wheel rounds even a zero sleep up to its next 1 ms tick: skip it,
+            // so an undelayed answer leaves at once.
+            if !answer.delay.is_zero() {
+                tokio::time::sleep(answer.delay).await;
+            }
             let resp = MessageResponseBuilder::new(&queries, edns.as_ref()).build(
                 metadata,
                 answer.answers.iter(),
