@@ -3,7 +3,8 @@
 //! run, on the same network, through the same DNS server.
 //!
 //! ```text
-//! cargo bench -p fastfallback-benches --bench scenarios
+//! cargo bench -p fastfallback-benches --bench scenarios              # everything
+//! cargo bench -p fastfallback-benches --bench scenarios -- loopback  # one section
 //! ```
 //!
 //! Each scenario of design.md's performance table gets a fresh network. Every contender runs
@@ -34,6 +35,9 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use serde::Serialize;
+
+#[path = "scenarios/loopback.rs"]
+mod loopback;
 
 const PORT: u16 = 80;
 const ORIGIN: &str = "origin.test";
@@ -435,17 +439,45 @@ fn run_once(net: &TestNet, s: &Scenario, contender: Contender) -> Sample {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` runs us with no args: do one quick
-    // scenario then, as a smoke test.
+    // `cargo bench` passes --bench; `cargo test --benches` runs us with no args: do a small
+    // version of everything then, as a smoke test.
     let smoke = !std::env::args().any(|a| a == "--bench");
-    let net = match TestNet::builder().servers(9).build() {
-        Ok(n) => n,
+    // `-- loopback` or `-- network` runs one section only.
+    let only = std::env::args().find(|a| a == "loopback" || a == "network");
+    let loopback = if only.as_deref() == Some("network") {
+        Vec::new()
+    } else {
+        loopback::run(smoke)
+    };
+    for r in &loopback {
+        eprintln!(
+            "{:<60} {:<26} {:>10.1} {}",
+            r.scenario, r.contender, r.value, r.metric
+        );
+    }
+    let network = match TestNet::builder().servers(9).build() {
+        Ok(_) if only.as_deref() == Some("loopback") => Vec::new(),
+        Ok(net) => {
+            drop(net);
+            network_rows(smoke)
+        }
         Err(e) => {
-            eprintln!("skipped: needs CAP_NET_ADMIN (scenario benchmarks): {e}");
-            return;
+            eprintln!("skipped: needs CAP_NET_ADMIN (network scenario benchmarks): {e}");
+            Vec::new()
         }
     };
-    drop(net);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
+    std::fs::create_dir_all(&dir).expect("target dir");
+    let json = serde_json::json!({ "network": network, "loopback": loopback });
+    let json = serde_json::to_string_pretty(&json).expect("json");
+    std::fs::write(dir.join("scenarios.json"), json).expect("write json");
+    let md = format!("{}\n{}", markdown(&network), loopback_markdown(&loopback));
+    std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
+    println!("{md}");
+    println!("written: {}", dir.join("scenarios.{json,md}").display());
+}
+
+fn network_rows(smoke: bool) -> Vec<Row> {
     let runs = |contender: Contender, s: &Scenario| match (smoke, contender, s.slow_for_sequential)
     {
         (true, ..) => 1,
@@ -502,14 +534,28 @@ fn main() {
         }
         all.extend(rows);
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
-    std::fs::create_dir_all(&dir).expect("target dir");
-    let json = serde_json::to_string_pretty(&all).expect("json");
-    std::fs::write(dir.join("scenarios.json"), json).expect("write json");
-    let md = markdown(&all);
-    std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
-    println!("{md}");
-    println!("written: {}", dir.join("scenarios.{json,md}").display());
+    all
+}
+
+fn loopback_markdown(rows: &[loopback::LoopbackRow]) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| loopback scenario | contender | value | metric | fastfallback ÷ contender | note |\n",
+    );
+    out.push_str("|---|---|---:|---|---:|---|\n");
+    for r in rows {
+        let ratio = if r.vs_fastfallback.is_nan() {
+            String::new()
+        } else {
+            format!("{:.2}", r.vs_fastfallback)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {} | {} | {} |",
+            r.scenario, r.contender, r.value, r.metric, ratio, r.note
+        );
+    }
+    out
 }
 
 fn markdown(rows: &[Row]) -> String {

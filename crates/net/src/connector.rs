@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::attempt::{connect_tcp, handshake};
-use crate::report::{ms, query_report, summarize};
+use crate::report::{QueryLog, Story};
 use crate::{
     Answer, HickoryResolver, KernelSources, RaceReport, Resolve, ResolverError, SocketOptions,
     Stream,
@@ -293,15 +293,17 @@ impl From<ConnectError> for io::Error {
 #[derive(Debug)]
 pub struct Connection {
     stream: Stream,
-    report: RaceReport,
     peer: SocketAddr,
     alpn: Option<Alpn>,
+    story: Story,
+    report: OnceLock<RaceReport>,
 }
 
 impl Connection {
-    /// The race's report.
+    /// The race's report, formatted on first use (a connect that nobody asks about never pays
+    /// for formatting it).
     pub fn report(&self) -> &RaceReport {
-        &self.report
+        self.report.get_or_init(|| self.story.report())
     }
 
     /// The address the winner connected to.
@@ -321,7 +323,16 @@ impl Connection {
 
     /// Takes the stream and the report apart.
     pub fn into_parts(self) -> (Stream, RaceReport) {
-        (self.stream, self.report)
+        let report = match self.report.into_inner() {
+            Some(r) => r,
+            None => self.story.report(),
+        };
+        (self.stream, report)
+    }
+
+    /// Takes the stream, dropping the report.
+    pub fn into_stream(self) -> Stream {
+        self.stream
     }
 }
 
@@ -415,14 +426,23 @@ impl Connector {
 /// One race in progress: the state machine, and the futures it asked for.
 struct Race {
     inner: Arc<Inner>,
-    finder: FastFallbackExchangeFinder,
+    /// Boxed: the state machine is large, and the race future is moved around by value.
+    finder: Box<FastFallbackExchangeFinder>,
     name: String,
+    origin: String,
     t0: Instant,
-    report: RaceReport,
+    log: Vec<QueryLog>,
     queries: Vec<(QueryKind, Answer)>,
     running: Vec<Running>,
     /// Finished attempts waiting for the race to declare them the winner.
     finished: Vec<(AttemptId, Stream, Option<Alpn>)>,
+}
+
+/// How the race ended, as far as the driver loop is concerned.
+enum Ending {
+    Won(AttemptId),
+    Failed(RaceError),
+    Unsupported(&'static str),
 }
 
 impl Race {
@@ -434,19 +454,22 @@ impl Race {
         };
         let name = match address.connect_host().0 {
             Host::Name(n) => n.clone(),
-            Host::Ip(ip) => ip.to_string(),
+            Host::Ip(_) => String::new(),
         };
         let t0 = now();
-        let finder = FastFallbackExchangeFinder::new(address, inner.policy.clone(), env, t0);
+        let finder = Box::new(FastFallbackExchangeFinder::new(
+            address,
+            inner.policy.clone(),
+            env,
+            t0,
+        ));
         Self {
             inner,
             finder,
             name,
+            origin: label.to_owned(),
             t0,
-            report: RaceReport {
-                origin: label.to_owned(),
-                ..RaceReport::default()
-            },
+            log: Vec::new(),
             queries: Vec::new(),
             running: Vec::new(),
             finished: Vec::new(),
@@ -458,8 +481,8 @@ impl Race {
         loop {
             let t = now();
             while let Some(out) = self.finder.poll_output(t) {
-                if let Some(done) = self.act(out, t) {
-                    return done;
+                if let Some(ending) = self.act(out, t) {
+                    return self.end(ending, t);
                 }
             }
             let armed = match self.finder.poll_timeout() {
@@ -474,18 +497,18 @@ impl Race {
         }
     }
 
-    /// Acts on one output of the race. Returns the result when the race is over.
-    fn act(
-        &mut self,
-        out: Output<ConnectPlan>,
-        t: Instant,
-    ) -> Option<Result<Connection, ConnectError>> {
+    /// Acts on one output of the race. Returns how the race ended, once it has.
+    fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(kind) => {
                 tracing::debug!(name = %self.name, %kind, "query");
                 self.queries
                     .push((kind, self.inner.resolver.query(&self.name, kind)));
-                self.report.queries.push(query_report(kind, ms(t, self.t0)));
+                self.log.push(QueryLog {
+                    kind,
+                    sent: t,
+                    answered: None,
+                });
             }
             Output::CancelQuery(kind) => self.queries.retain(|(k, _)| *k != kind),
             Output::StartAttempt { id, plan } => {
@@ -506,48 +529,69 @@ impl Race {
                 self.running.retain(|r| r.id != id);
                 self.finished.retain(|(f, ..)| *f != id);
             }
-            Output::Done(Winner::Attempt(id)) => return Some(self.won(id, t)),
+            Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
+            // This driver never offers pooled connections, so the race cannot pick one.
             Output::Done(Winner::Pooled(_)) => {
-                // This driver never offers pooled connections, so the race cannot pick one.
-                return Some(Err(ConnectError::Unsupported("pooled connections")));
+                return Some(Ending::Unsupported("pooled connections"));
             }
-            Output::Failed(error) => {
-                self.running.clear();
-                self.finished.clear();
-                self.report.error = Some(error.to_string());
-                let report = self.finish_report(t);
-                return Some(Err(ConnectError::Race(Box::new(RaceFailure {
-                    error,
-                    report,
-                }))));
-            }
+            Output::Failed(error) => return Some(Ending::Failed(error)),
         }
         None
     }
 
-    fn won(&mut self, id: AttemptId, t: Instant) -> Result<Connection, ConnectError> {
+    /// Closes whatever is left and turns the race into its result.
+    fn end(mut self, ending: Ending, t: Instant) -> Result<Connection, ConnectError> {
         self.running.clear();
-        let Some(i) = self.finished.iter().position(|(f, ..)| *f == id) else {
-            return Err(ConnectError::Unsupported("a winner without a stream"));
+        let winner = match &ending {
+            Ending::Won(id) => {
+                let i = self.finished.iter().position(|(f, ..)| f == id);
+                i.map(|i| self.finished.swap_remove(i))
+            }
+            _ => None,
         };
-        let (_, stream, alpn) = self.finished.swap_remove(i);
         self.finished.clear();
-        self.start_dns_tail();
-        self.report.winner = Some(id.0);
-        self.report.alpn = alpn.as_ref().map(ToString::to_string);
-        let report = self.finish_report(t);
-        let peer = report
-            .winning_attempt()
-            .map(|a| a.route)
-            .or_else(|| stream.tcp().peer_addr().ok())
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        tracing::debug!(%id, elapsed_ms = report.elapsed_ms, "race won");
-        Ok(Connection {
-            stream,
-            report,
-            peer,
-            alpn,
-        })
+        if winner.is_some() {
+            self.start_dns_tail();
+        }
+        let mut story = Story {
+            origin: self.origin,
+            t0: self.t0,
+            end: t,
+            queries: self.log,
+            attempts: self.finder.into_attempts(),
+            winner: None,
+            alpn: None,
+            error: None,
+        };
+        match (ending, winner) {
+            (Ending::Won(id), Some((_, stream, alpn))) => {
+                tracing::debug!(%id, "race won");
+                story.winner = Some(id);
+                story.alpn.clone_from(&alpn);
+                let peer = story
+                    .attempts
+                    .get(id.0 as usize)
+                    .map(|a| a.plan.route.target)
+                    .or_else(|| stream.tcp().peer_addr().ok())
+                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                Ok(Connection {
+                    stream,
+                    peer,
+                    alpn,
+                    story,
+                    report: OnceLock::new(),
+                })
+            }
+            (Ending::Failed(error), _) => {
+                story.error = Some(error.to_string());
+                Err(ConnectError::Race(Box::new(RaceFailure {
+                    error,
+                    report: story.report(),
+                })))
+            }
+            (Ending::Unsupported(what), _) => Err(ConnectError::Unsupported(what)),
+            (Ending::Won(_), None) => Err(ConnectError::Unsupported("a winner without a stream")),
+        }
     }
 
     /// Keeps the queries still in flight for the DNS tail (HEv3 §6), so their answers reach the
@@ -562,13 +606,6 @@ impl Race {
                 let _ = tokio::time::timeout(tail, answer).await;
             });
         }
-    }
-
-    fn finish_report(&mut self, t: Instant) -> RaceReport {
-        let mut report = std::mem::take(&mut self.report);
-        report.elapsed_ms = ms(t, self.t0);
-        report.attempts = RaceReport::attempts_from(self.finder.attempts(), self.t0);
-        report
     }
 
     fn poll_wake(
@@ -609,13 +646,11 @@ impl Race {
             Wake::Timer => {}
             Wake::Dns(kind, answer) => {
                 if let Some(q) = self
-                    .report
-                    .queries
+                    .log
                     .iter_mut()
-                    .find(|q| q.kind == kind.to_string() && q.answered_ms.is_none())
+                    .find(|q| q.kind == kind && q.answered.is_none())
                 {
-                    q.answered_ms = Some(ms(t, self.t0));
-                    q.answer = Some(summarize(&answer));
+                    q.answered = Some((t, answer.clone()));
                 }
                 self.finder.handle_dns(kind, answer, t);
             }

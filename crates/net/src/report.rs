@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use fastfallback_plan::{AttemptOutcome, AttemptRecord};
-use fastfallback_proto::{DnsAnswer, Instant, QueryKind};
+use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, QueryKind};
 use serde::Serialize;
 
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
@@ -104,18 +104,55 @@ impl RaceReport {
     }
 }
 
+/// What a race recorded, kept without formatting anything; a [`RaceReport`] is made from it
+/// only when someone asks. Formatting addresses and plans for every connect would cost more
+/// than the race itself.
+#[derive(Debug)]
+pub(crate) struct Story {
+    pub(crate) origin: String,
+    pub(crate) t0: Instant,
+    pub(crate) end: Instant,
+    pub(crate) queries: Vec<QueryLog>,
+    pub(crate) attempts: Vec<AttemptRecord>,
+    pub(crate) winner: Option<AttemptId>,
+    pub(crate) alpn: Option<Alpn>,
+    pub(crate) error: Option<String>,
+}
+
+/// One DNS query as sent and answered.
+#[derive(Debug)]
+pub(crate) struct QueryLog {
+    pub(crate) kind: QueryKind,
+    pub(crate) sent: Instant,
+    pub(crate) answered: Option<(Instant, DnsAnswer)>,
+}
+
+impl Story {
+    pub(crate) fn report(&self) -> RaceReport {
+        RaceReport {
+            origin: self.origin.clone(),
+            elapsed_ms: ms(self.end, self.t0),
+            queries: self
+                .queries
+                .iter()
+                .map(|q| QueryReport {
+                    kind: q.kind.to_string(),
+                    sent_ms: ms(q.sent, self.t0),
+                    answered_ms: q.answered.as_ref().map(|(t, _)| ms(*t, self.t0)),
+                    answer: q.answered.as_ref().map(|(_, a)| summarize(a)),
+                })
+                .collect(),
+            attempts: RaceReport::attempts_from(&self.attempts, self.t0),
+            winner: self.winner.map(|id| id.0),
+            alpn: self.alpn.as_ref().map(ToString::to_string),
+            error: self.error.clone(),
+        }
+    }
+}
+
 /// Milliseconds from `t0` to `t`, to the microsecond.
 pub(crate) fn ms(t: Instant, t0: Instant) -> f64 {
     t.saturating_duration_since(t0).as_micros() as f64 / 1e3
-}
-
-pub(crate) fn query_report(kind: QueryKind, sent: f64) -> QueryReport {
-    QueryReport {
-        kind: kind.to_string(),
-        sent_ms: sent,
-        answered_ms: None,
-        answer: None,
-    }
 }
 
 pub(crate) fn summarize(answer: &DnsAnswer) -> String {

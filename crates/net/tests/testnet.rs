@@ -4,7 +4,7 @@
 //! "skipped: needs CAP_NET_ADMIN" and pass, except under `CI=true`, where they fail.
 //!
 //! Timings are read from two independent clocks: the race's own report, and the wire's log of
-//! every SYN. Tolerances are a few milliseconds (the wire adds 0.3–0.5 ms; tokio's timer has
+//! every SYN. Tolerances are −1/+10 ms (the wire adds 0.3–0.5 ms; tokio's timer has
 //! 1 ms granularity). The tests run one at a time so they do not compete for the two cores.
 //!
 //! Socket accounting: after each test, the client namespace holds no socket at all (the
@@ -31,7 +31,7 @@ const PORT: u16 = 80;
 const TLS_PORT: u16 = 443;
 const RTT: Duration = Duration::from_millis(20);
 /// Tolerance for one timing read off the race's report or the wire's log.
-const SLACK: f64 = 6.0;
+const SLACK: f64 = 10.0;
 
 fn v6(i: u8) -> IpAddr {
     IpAddr::V6(server_v6(i))

@@ -389,6 +389,12 @@ impl FastFallbackExchangeFinder {
         &self.attempts
     }
 
+    /// Every attempt, in start order, taking the race apart (for a report kept after the race,
+    /// without copying).
+    pub fn into_attempts(self) -> Vec<AttemptRecord> {
+        self.attempts
+    }
+
     /// Attempts in flight now.
     pub fn in_flight(&self) -> usize {
         self.attempts.iter().filter(|a| a.in_flight()).count()

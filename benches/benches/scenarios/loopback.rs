@@ -1,0 +1,287 @@
+//! The loopback rows of design.md's performance table: engine overhead against a raw tokio
+//! connect, connects per second with 100 in flight, and 10 000 concurrent races. No root needed.
+//!
+//! The server accepts on its own OS thread and closes each connection at once, so the client
+//! side measures only connecting. Every contender connects to the same IP literal (no DNS).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use fastfallback_net::Connector;
+use futures::StreamExt;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde::Serialize;
+
+/// One measured loopback row.
+#[derive(Debug, Serialize)]
+pub(crate) struct LoopbackRow {
+    pub(crate) scenario: &'static str,
+    pub(crate) contender: &'static str,
+    pub(crate) metric: &'static str,
+    pub(crate) value: f64,
+    /// fastfallback's value divided by this contender's (for times: < 1 means we are faster;
+    /// for rates: > 1 means we are faster). `NaN` on fastfallback's own row.
+    pub(crate) vs_fastfallback: f64,
+    pub(crate) note: String,
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let (tx_addr, rx_addr) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("server runtime");
+            rt.block_on(async move {
+                let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+                socket.set_reuseaddr(true).expect("reuseaddr");
+                socket
+                    .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+                    .expect("bind");
+                let listener = socket.listen(4096).expect("listen");
+                tx_addr
+                    .send(listener.local_addr().expect("addr"))
+                    .expect("send");
+                let accept = async {
+                    loop {
+                        // Close at once: the server side should cost the client nothing.
+                        if let Ok((s, _)) = listener.accept().await {
+                            drop(s);
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        let addr = rx_addr.recv().expect("server address");
+        Self {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Who {
+    Ours,
+    OursBare,
+    Hyper,
+    Tokio,
+}
+
+impl Who {
+    const ALL: [Self; 4] = [Self::Ours, Self::OursBare, Self::Hyper, Self::Tokio];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ours => "fastfallback",
+            Self::OursBare => "fastfallback, no socket options (like tokio's)",
+            Self::Hyper => "hyper-util HttpConnector",
+            Self::Tokio => "tokio TcpStream::connect",
+        }
+    }
+}
+
+struct Clients {
+    ours: Connector,
+    bare: Connector,
+    hyper: HttpConnector,
+    addr: SocketAddr,
+    origin: String,
+    uri: http::Uri,
+}
+
+impl Clients {
+    fn new(addr: SocketAddr) -> Self {
+        Self {
+            ours: Connector::builder()
+                .resolver(fastfallback_net::StaticResolver::new())
+                .build()
+                .expect("connector"),
+            bare: Connector::builder()
+                .resolver(fastfallback_net::StaticResolver::new())
+                .socket_options(
+                    fastfallback_net::SocketOptions::default()
+                        .nodelay(false)
+                        .keepalive(None),
+                )
+                .build()
+                .expect("connector"),
+            hyper: HttpConnector::new(),
+            addr,
+            origin: format!("{addr}"),
+            uri: format!("http://{addr}/").parse().expect("uri"),
+        }
+    }
+
+    async fn connect(&self, who: Who) -> bool {
+        match who {
+            Who::Ours => self.ours.connect(&self.origin).await.is_ok(),
+            Who::OursBare => self.bare.connect(&self.origin).await.is_ok(),
+            Who::Hyper => {
+                let mut h = self.hyper.clone();
+                tower_service::Service::call(&mut h, self.uri.clone())
+                    .await
+                    .is_ok()
+            }
+            Who::Tokio => tokio::net::TcpStream::connect(self.addr).await.is_ok(),
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+/// Runs the loopback rows. `smoke` shrinks every count for `cargo test --benches`.
+pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
+    let server = Server::start();
+    let mut rows = Vec::new();
+    let sequential = if smoke { 20 } else { 2000 };
+    let batch = if smoke { 50 } else { 5000 };
+    let concurrent = if smoke { 200 } else { 10_000 };
+
+    // Engine overhead: one connect at a time, median per connect. The contenders take turns
+    // connect by connect, so the kernel's state (TIME_WAIT buckets, caches) weighs on all alike.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let clients = Clients::new(server.addr);
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(sequential); Who::ALL.len()];
+    rt.block_on(async {
+        // Warm up: first connects pay for lazy set-up (allocations, the runtime's slabs).
+        for who in Who::ALL {
+            for _ in 0..20 {
+                clients.connect(who).await;
+            }
+        }
+        for _ in 0..sequential {
+            for (i, who) in Who::ALL.into_iter().enumerate() {
+                let t = Instant::now();
+                assert!(clients.connect(who).await, "loopback connect failed");
+                times[i].push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    });
+    let per_connect: Vec<f64> = times.into_iter().map(median).collect();
+    for (i, who) in Who::ALL.into_iter().enumerate() {
+        rows.push(LoopbackRow {
+            scenario: "engine overhead, healthy loopback (one connect at a time)",
+            contender: who.label(),
+            metric: "median µs per connect",
+            value: per_connect[i],
+            vs_fastfallback: if i == 0 {
+                f64::NAN
+            } else {
+                per_connect[0] / per_connect[i]
+            },
+            note: format!("{sequential} connects each, taking turns; current-thread runtime"),
+        });
+    }
+
+    // Throughput: `batch` connects per contender with 100 in flight, in rounds that take turns.
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let rounds = 5;
+    let mut totals = vec![(0usize, 0f64); Who::ALL.len()];
+    for _ in 0..rounds {
+        for (i, who) in Who::ALL.into_iter().enumerate() {
+            let (ok, secs) = mt.block_on(async {
+                let t = Instant::now();
+                let ok = futures::stream::iter(0..batch / rounds)
+                    .map(|_| clients.connect(who))
+                    .buffer_unordered(100)
+                    .filter(|ok| std::future::ready(*ok))
+                    .count()
+                    .await;
+                (ok, t.elapsed().as_secs_f64())
+            });
+            totals[i].0 += ok;
+            totals[i].1 += secs;
+        }
+    }
+    let rates: Vec<f64> = totals.iter().map(|(ok, secs)| *ok as f64 / secs).collect();
+    for (i, who) in Who::ALL.into_iter().enumerate() {
+        rows.push(LoopbackRow {
+            scenario: "connects per second on loopback, 100 at a time",
+            contender: who.label(),
+            metric: "connects per second",
+            value: rates[i],
+            vs_fastfallback: if i == 0 {
+                f64::NAN
+            } else {
+                rates[0] / rates[i]
+            },
+            note: format!(
+                "{}/{batch} connected, {rounds} rounds taking turns",
+                totals[i].0
+            ),
+        });
+    }
+
+    // Many races at once: all complete, and the process holds no more descriptors afterwards.
+    let before = open_fds();
+    let (ok, secs) = mt.block_on(async {
+        let t = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..concurrent {
+            let c = clients.ours.clone();
+            let origin = clients.origin.clone();
+            set.spawn(async move { c.connect(&origin).await.is_ok() });
+        }
+        let mut ok = 0;
+        while let Some(r) = set.join_next().await {
+            ok += usize::from(matches!(r, Ok(true)));
+        }
+        (ok, t.elapsed().as_secs_f64())
+    });
+    // Closed sockets leave the descriptor table at once; give the runtime a moment to drop
+    // the last tasks.
+    std::thread::sleep(Duration::from_millis(50));
+    let after = open_fds();
+    rows.push(LoopbackRow {
+        scenario: "10 000 concurrent races on loopback",
+        contender: "fastfallback",
+        metric: "races completed",
+        value: ok as f64,
+        vs_fastfallback: f64::NAN,
+        note: format!(
+            "{ok}/{concurrent} in {secs:.2} s; open descriptors {before} before, {after} after"
+        ),
+    });
+    drop(mt);
+    drop(rt);
+    rows
+}
