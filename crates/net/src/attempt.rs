@@ -85,7 +85,10 @@ impl SocketOptions {
             SocketAddr::V4(_) => TcpSocket::new_v4()?,
             SocketAddr::V6(_) => TcpSocket::new_v6()?,
         };
-        socket.set_nodelay(self.nodelay)?;
+        // A new socket has Nagle on and keepalive off: only a change costs a system call.
+        if self.nodelay {
+            socket.set_nodelay(true)?;
+        }
         if let Some(idle) = self.keepalive {
             SockRef::from(&socket).set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))?;
         }
