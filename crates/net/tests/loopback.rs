@@ -390,3 +390,52 @@ async fn a_bad_policy_is_rejected_by_the_builder() {
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid policy"), "{err}");
 }
+
+#[tokio::test]
+async fn the_local_address_option_chooses_the_source_address() {
+    let (port, mut listeners) = listen(&[V4]).await;
+    let listener = listeners.pop().unwrap();
+    let options =
+        fastfallback_net::SocketOptions::default().local_v4(Some("127.0.0.2".parse().unwrap()));
+    let c = Connector::builder()
+        .resolver(pinned())
+        .socket_options(options)
+        .build()
+        .unwrap();
+    let conn = c.connect(&format!("127.0.0.1:{port}")).await.unwrap();
+    let (_, from) = listener.accept().await.unwrap();
+    assert_eq!(from.ip(), ip("127.0.0.2"));
+    assert_eq!(
+        conn.stream().tcp().local_addr().unwrap().ip(),
+        ip("127.0.0.2")
+    );
+}
+
+#[tokio::test]
+async fn the_interface_option_binds_every_attempt_to_that_device() {
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    let c = Connector::builder()
+        .resolver(pinned())
+        .socket_options(fastfallback_net::SocketOptions::default().interface(Some("lo".into())))
+        .build()
+        .unwrap();
+    let conn = c.connect(&format!("127.0.0.1:{port}")).await.unwrap();
+    let sock = socket2::SockRef::from(conn.stream().tcp());
+    assert_eq!(sock.device().unwrap().as_deref(), Some(&b"lo"[..]));
+    // A device that does not exist fails the attempt with a clear error, not a panic.
+    let c = Connector::builder()
+        .resolver(pinned())
+        .socket_options(
+            fastfallback_net::SocketOptions::default().interface(Some("nosuchdev0".into())),
+        )
+        .build()
+        .unwrap();
+    let err = c.connect(&format!("127.0.0.1:{port}")).await.unwrap_err();
+    let primary = err.race_error().unwrap().primary().unwrap();
+    assert!(
+        primary.error.detail.contains("socket setup"),
+        "{}",
+        primary.error
+    );
+}
