@@ -9,7 +9,8 @@ demo:
 test:
     bash .ci/run
 
-# Benchmarks (criterion); reports land in target/criterion.
+# Benchmarks: criterion (target/criterion) and the network scenarios against peers
+# (needs root; target/fastfallback-bench/scenarios.{json,md}).
 bench:
     cargo bench -p fastfallback-benches -- --noplot
 

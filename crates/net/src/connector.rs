@@ -37,7 +37,7 @@ use crate::attempt::{connect_tcp, handshake};
 use crate::report::{QueryLog, Story};
 use crate::{
     Answer, HickoryResolver, KernelSources, RaceReport, Resolve, ResolverError, SocketOptions,
-    Stream,
+    Stream, detect_connectivity,
 };
 
 /// The clock every race of the process shares, so route memory written by one connector's
@@ -76,8 +76,32 @@ struct Inner {
     resolver: Arc<dyn Resolve>,
     tls: Arc<ClientConfig>,
     socket: SocketOptions,
-    connectivity: Connectivity,
+    /// Set by the user, or `None` to read it from the kernel (cached briefly).
+    connectivity: Option<Connectivity>,
+    detected: std::sync::Mutex<Option<(tokio::time::Instant, Connectivity)>>,
     db: Option<Arc<RouteDatabase>>,
+}
+
+/// How long a connectivity reading is reused: long enough that a burst of connects reads the
+/// kernel's tables once, short enough to notice a network change within seconds.
+const CONNECTIVITY_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Inner {
+    fn connectivity(&self) -> Connectivity {
+        if let Some(c) = self.connectivity {
+            return c;
+        }
+        let now = tokio::time::Instant::now();
+        let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
+        match *cached {
+            Some((at, c)) if now.saturating_duration_since(at) < CONNECTIVITY_TTL => c,
+            _ => {
+                let c = detect_connectivity();
+                *cached = Some((now, c));
+                c
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Connector {
@@ -137,7 +161,8 @@ impl ConnectorBuilder {
         self
     }
 
-    /// Which families the host can use and its NAT64 prefix (default: dual stack).
+    /// Which families the host can use and its NAT64 prefix (default: read from the kernel
+    /// with [`crate::detect_connectivity`] and re-read every few seconds, HEv3 §4.1).
     pub fn connectivity(mut self, connectivity: Connectivity) -> Self {
         self.connectivity = Some(connectivity);
         self
@@ -189,7 +214,8 @@ impl ConnectorBuilder {
                 resolver,
                 tls: Arc::new(tls),
                 socket: self.socket,
-                connectivity: self.connectivity.unwrap_or(Connectivity::DUAL_STACK),
+                connectivity: self.connectivity,
+                detected: std::sync::Mutex::new(None),
                 db,
             }),
         })
@@ -450,7 +476,7 @@ impl Race {
         let env = RaceEnv {
             sources: Arc::new(KernelSources::new(&inner.socket)),
             db: inner.db.clone(),
-            connectivity: inner.connectivity,
+            connectivity: inner.connectivity(),
         };
         let name = match address.connect_host().0 {
             Host::Name(n) => n.clone(),

@@ -26,12 +26,14 @@
 //! ```
 
 mod attempt;
+mod connectivity;
 mod connector;
 mod report;
 mod resolve;
 mod source;
 
 pub use attempt::{SocketOptions, Stream};
+pub use connectivity::detect_connectivity;
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };

@@ -1,12 +1,13 @@
 //! The driver against real sockets on loopback: no root and no test network needed.
 //!
 //! The origin `origin.test` is pinned to `::1` and `127.0.0.1` with a [`StaticResolver`], and
-//! servers listen on the same port of one or both addresses.
+//! servers listen on the same port of one or both addresses. Connectivity is set to dual stack,
+//! so the tests do not depend on whether the machine itself has global IPv6.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use fastfallback_net::{ConnectError, Connector, StaticResolver};
+use fastfallback_net::{ConnectError, Connectivity, Connector, StaticResolver};
 use fastfallback_proto::{AttemptErrorKind, Phase, RaceErrorKind};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::RootCertStore;
@@ -63,7 +64,11 @@ fn accept_forever(listeners: Vec<TcpListener>) {
 }
 
 fn connector(resolver: StaticResolver) -> Connector {
-    Connector::builder().resolver(resolver).build().unwrap()
+    Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(resolver)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -258,6 +263,7 @@ async fn tls_race_verifies_the_origin_and_negotiates_h2() {
     let (port, listeners) = listen(&[V6, V4]).await;
     serve_tls(listeners, pki.server);
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(pinned())
         .root_certificates(pki.roots)
         .build()
@@ -285,6 +291,7 @@ async fn certificate_for_another_name_fails_every_route_with_a_tls_error() {
     let (port, listeners) = listen(&[V6, V4]).await;
     serve_tls(listeners, pki.server);
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(pinned())
         .root_certificates(pki.roots)
         .build()
@@ -321,6 +328,7 @@ async fn an_untrusted_server_fails_with_a_tls_error() {
     let (port, listeners) = listen(&[V4]).await;
     serve_tls(listeners, pki_server.server);
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(StaticResolver::new().with("origin.test", [ip(V4)]))
         .root_certificates(other_ca.roots)
         .build()
@@ -362,6 +370,7 @@ async fn okhttp_mode_wins_at_tcp_and_finishes_tls_alone() {
         .build()
         .unwrap();
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .policy(policy)
         .resolver(pinned())
         .root_certificates(pki.roots)
@@ -384,6 +393,7 @@ async fn a_bad_policy_is_rejected_by_the_builder() {
     let mut policy = fastfallback_net::FallbackPolicy::default();
     policy.attempt_delay = std::time::Duration::from_millis(5);
     let err = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .policy(policy)
         .resolver(pinned())
         .build()
@@ -398,6 +408,7 @@ async fn the_local_address_option_chooses_the_source_address() {
     let options =
         fastfallback_net::SocketOptions::default().local_v4(Some("127.0.0.2".parse().unwrap()));
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(pinned())
         .socket_options(options)
         .build()
@@ -416,6 +427,7 @@ async fn the_interface_option_binds_every_attempt_to_that_device() {
     let (port, listeners) = listen(&[V4]).await;
     accept_forever(listeners);
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(pinned())
         .socket_options(fastfallback_net::SocketOptions::default().interface(Some("lo".into())))
         .build()
@@ -425,6 +437,7 @@ async fn the_interface_option_binds_every_attempt_to_that_device() {
     assert_eq!(sock.device().unwrap().as_deref(), Some(&b"lo"[..]));
     // A device that does not exist fails the attempt with a clear error, not a panic.
     let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
         .resolver(pinned())
         .socket_options(
             fastfallback_net::SocketOptions::default().interface(Some("nosuchdev0".into())),

@@ -557,3 +557,15 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
     let https = report.queries.iter().find(|q| q.kind == "HTTPS").unwrap();
     assert_eq!(https.answer.as_deref(), Some("1 record(s)"));
 }
+
+#[test]
+fn kernel_connectivity_is_read_from_the_callers_namespace() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(net) = network("kernel_connectivity_is_read_from_the_callers_namespace") else {
+        return;
+    };
+    // The client has 2001:db8:200::1 and 10.200.0.1 with routes to the servers: both count
+    // (HEv3 §4.1), whatever the host's own namespace has.
+    let c = net.client(fastfallback_net::detect_connectivity);
+    assert!(c.v6 && c.v4, "{c:?}");
+}
