@@ -7,15 +7,16 @@
 //! every SYN. Tolerances are −1/+10 ms (the wire adds 0.3–0.5 ms; tokio's timer has
 //! 1 ms granularity). The tests run one at a time so they do not compete for the two cores.
 //!
-//! Socket accounting: after each test, the client namespace holds no socket at all (the
-//! namespace is the test's own, so anything there was opened by the test), and while a won
-//! connection is held, exactly one TCP socket exists: the winner's.
+//! Socket accounting: when each test ends, the client namespace holds no socket at all (the
+//! namespace is the test's own, so anything there was opened by the test; `Net`'s drop checks
+//! it), and while a won connection is held, exactly one TCP socket exists: the winner's.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
+use std::ops::Deref;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
+use fastfallback_net::{ConnectError, Connector, FallbackPolicy, HickoryResolver, RaceReport};
 use fastfallback_proto::{AttemptErrorKind, RaceErrorKind};
 use fastfallback_testnet::{
     DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
@@ -45,9 +46,31 @@ fn half(rtt: Duration) -> Duration {
     rtt / 2
 }
 
-/// A network with `origin.test` at server 0 of each family, TCP servers on port 80 of both,
-/// and TLS servers on port 443 of both.
-fn network(test: &str) -> Option<TestNet> {
+/// A test's network, held one test at a time. When the test ends without a panic, it checks
+/// that the client namespace holds no socket: nothing the test opened is left open.
+struct Net {
+    net: TestNet,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Deref for Net {
+    type Target = TestNet;
+    fn deref(&self) -> &TestNet {
+        &self.net
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            assert_no_client_sockets(&self.net);
+        }
+    }
+}
+
+/// A network with `origin.test` at server 0 of each family and TCP servers on port 80 of both.
+fn network(test: &str) -> Option<Net> {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let net = or_skip(
         test,
         TestNet::builder().servers(4).tls_names(&[NAME]).build(),
@@ -64,7 +87,19 @@ fn network(test: &str) -> Option<TestNet> {
         net.serve(SocketAddr::new(ip, PORT), ServerKind::Accept)
             .unwrap();
     }
-    Some(net)
+    Some(Net {
+        net,
+        _serial: serial,
+    })
+}
+
+/// One contact with `origin.test:80` from the client namespace.
+fn contact(net: &TestNet, policy: FallbackPolicy) -> Result<RaceReport, ConnectError> {
+    net.block_on_client(async {
+        let origin = format!("{NAME}:{PORT}");
+        let conn = connector(net, policy).connect(&origin).await?;
+        Ok(conn.into_parts().1)
+    })
 }
 
 /// A connector that asks the network's DNS server, with no resolver cache (each contact
@@ -133,7 +168,6 @@ fn attempts_on_the_wire(net: &TestNet) -> usize {
 
 #[test]
 fn v6_blackhole_starts_v4_after_attempt_delay() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("v6_blackhole_starts_v4_after_attempt_delay") else {
         return;
     };
@@ -149,7 +183,6 @@ fn v6_blackhole_starts_v4_after_attempt_delay() {
         assert_eq!(client_tcp_sockets(&net), 1, "{:#?}", net.client_sockets());
         conn.into_parts().1
     });
-    assert_no_client_sockets(&net);
 
     assert_eq!(report.attempts_started(), 2, "{report}");
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
@@ -178,7 +211,6 @@ fn v6_blackhole_starts_v4_after_attempt_delay() {
 
 #[test]
 fn v6_reset_falls_back_to_v4_after_one_rtt() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("v6_reset_falls_back_to_v4_after_one_rtt") else {
         return;
     };
@@ -186,15 +218,7 @@ fn v6_reset_falls_back_to_v4_after_one_rtt() {
         Rule::rst(Match::Addr(v6(0))).one_way(half(RTT)),
         Rule::delay(Match::Addr(v4(0)), half(RTT)),
     ]);
-    let report = net.block_on_client(async {
-        let c = connector(&net, FallbackPolicy::default());
-        c.connect(&format!("{NAME}:{PORT}"))
-            .await
-            .unwrap()
-            .into_parts()
-            .1
-    });
-    assert_no_client_sockets(&net);
+    let report = contact(&net, FallbackPolicy::default()).unwrap();
     assert_eq!(report.attempts_started(), 2, "{report}");
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert!(
@@ -209,7 +233,6 @@ fn v6_reset_falls_back_to_v4_after_one_rtt() {
 
 #[test]
 fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay")
     else {
         return;
@@ -227,15 +250,7 @@ fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
         Rule::delay(Match::Addr(v6(0)), half(RTT)),
         Rule::delay(Match::Addr(v4(0)), half(RTT)),
     ]);
-    let report = net.block_on_client(async {
-        let c = connector(&net, FallbackPolicy::default());
-        c.connect(&format!("{NAME}:{PORT}"))
-            .await
-            .unwrap()
-            .into_parts()
-            .1
-    });
-    assert_no_client_sockets(&net);
+    let report = contact(&net, FallbackPolicy::default()).unwrap();
     assert_eq!(report.attempts_started(), 1, "{report}");
     let a = &report.attempts[0];
     assert_eq!(a.route, SocketAddr::new(v4(0), PORT));
@@ -259,7 +274,6 @@ fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
 
 #[test]
 fn slower_family_loses_and_is_skipped_on_the_second_contact() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("slower_family_loses_and_is_skipped_on_the_second_contact") else {
         return;
     };
@@ -274,7 +288,6 @@ fn slower_family_loses_and_is_skipped_on_the_second_contact() {
         let second = c.connect(&origin).await.unwrap().into_parts().1;
         (first, second)
     });
-    assert_no_client_sockets(&net);
     // First contact: IPv6 (RTT 400 ms) is tried first; IPv4 starts at 250 ms and wins at 270.
     assert_eq!(first.attempts_started(), 2, "{first}");
     assert_eq!(
@@ -299,7 +312,6 @@ fn slower_family_loses_and_is_skipped_on_the_second_contact() {
 
 #[test]
 fn second_contact_skips_the_blackholed_family() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("second_contact_skips_the_blackholed_family") else {
         return;
     };
@@ -315,7 +327,6 @@ fn second_contact_skips_the_blackholed_family() {
         drop(first);
         c.connect(&origin).await.unwrap().into_parts().1
     });
-    assert_no_client_sockets(&net);
     assert_eq!(second.attempts_started(), 1, "{second}");
     assert_eq!(second.attempts[0].route.ip(), v4(0), "{second}");
     assert!(
@@ -326,7 +337,6 @@ fn second_contact_skips_the_blackholed_family() {
 
 #[test]
 fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("stalled_tls_handshake_is_overtaken_by_the_next_route") else {
         return;
     };
@@ -359,7 +369,6 @@ fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
         assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
         conn.into_parts().1
     });
-    assert_no_client_sockets(&net);
     assert_eq!(report.attempts_started(), 2, "{report}");
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert_near(
@@ -384,7 +393,6 @@ fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
 
 #[test]
 fn every_attempt_failing_reports_each_cause_in_start_order() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("every_attempt_failing_reports_each_cause_in_start_order") else {
         return;
     };
@@ -392,11 +400,7 @@ fn every_attempt_failing_reports_each_cause_in_start_order() {
         Rule::rst(Match::Addr(v6(0))).one_way(half(RTT)),
         Rule::icmp_host(Match::Addr(v4(0))).one_way(half(RTT)),
     ]);
-    let err = net.block_on_client(async {
-        let c = connector(&net, FallbackPolicy::default());
-        c.connect(&format!("{NAME}:{PORT}")).await.unwrap_err()
-    });
-    assert_no_client_sockets(&net);
+    let err = contact(&net, FallbackPolicy::default()).unwrap_err();
     let race = err.race_error().expect("the race ran");
     assert_eq!(race.kind, RaceErrorKind::AllAttemptsFailed);
     let causes: Vec<(IpAddr, AttemptErrorKind)> = race
@@ -426,7 +430,6 @@ fn every_attempt_failing_reports_each_cause_in_start_order() {
 
 #[test]
 fn dropping_the_connect_future_mid_race_closes_every_socket() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("dropping_the_connect_future_mid_race_closes_every_socket") else {
         return;
     };
@@ -440,13 +443,11 @@ fn dropping_the_connect_future_mid_race_closes_every_socket() {
         assert!(gave_up.is_err(), "a blackholed origin cannot connect");
         assert_eq!(client_tcp_sockets(&net), 0, "{:#?}", net.client_sockets());
     });
-    assert_no_client_sockets(&net);
     assert_eq!(attempts_on_the_wire(&net), 2, "two attempts were in flight");
 }
 
 #[test]
 fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("connect_deadline_ends_a_blackholed_race_with_every_cause") else {
         return;
     };
@@ -455,11 +456,7 @@ fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
         .connect_timeout(Duration::from_millis(600))
         .build()
         .unwrap();
-    let err = net.block_on_client(async {
-        let c = connector(&net, policy);
-        c.connect(&format!("{NAME}:{PORT}")).await.unwrap_err()
-    });
-    assert_no_client_sockets(&net);
+    let err = contact(&net, policy).unwrap_err();
     let race = err.race_error().unwrap();
     assert_eq!(race.kind, RaceErrorKind::TimedOut);
     assert_eq!(race.attempts.len(), 2);
@@ -473,7 +470,6 @@ fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
 
 #[test]
 fn attempt_timeout_moves_on_before_the_attempt_delay() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("attempt_timeout_moves_on_before_the_attempt_delay") else {
         return;
     };
@@ -485,15 +481,7 @@ fn attempt_timeout_moves_on_before_the_attempt_delay() {
         .attempt_timeout(Duration::from_millis(150))
         .build()
         .unwrap();
-    let report = net.block_on_client(async {
-        let c = connector(&net, policy);
-        c.connect(&format!("{NAME}:{PORT}"))
-            .await
-            .unwrap()
-            .into_parts()
-            .1
-    });
-    assert_no_client_sockets(&net);
+    let report = contact(&net, policy).unwrap();
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert!(
         a0.outcome.starts_with("cancelled: attempt timed out"),
@@ -507,7 +495,6 @@ fn attempt_timeout_moves_on_before_the_attempt_delay() {
 
 #[test]
 fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) =
         network("https_record_hints_and_port_start_the_race_before_the_address_answers")
     else {
@@ -545,7 +532,6 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
         assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
         conn.into_parts().1
     });
-    assert_no_client_sockets(&net);
     // HEv3 §4.2.1: the hints are used as answers; RFC 9460 §7.2: the record's port replaces 443.
     let first = &report.attempts[0];
     assert_eq!(first.route, SocketAddr::new(v6(0), ALT_PORT), "{report}");
@@ -560,7 +546,6 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
 
 #[test]
 fn kernel_connectivity_is_read_from_the_callers_namespace() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(net) = network("kernel_connectivity_is_read_from_the_callers_namespace") else {
         return;
     };
