@@ -16,7 +16,6 @@
 //!
 //! Needs root (network namespaces). Without it the bench says so and exits 0.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
@@ -97,6 +96,14 @@ fn v4(i: u8) -> IpAddr {
     IpAddr::V4(server_v4(i))
 }
 
+/// The origin's IPv6 is a black hole; its IPv4 has RTT 20 ms.
+fn v6_blackholed(net: &TestNet) {
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        delay(v4(0), ONE_WAY),
+    ]);
+}
+
 fn default_policy() -> FallbackPolicy {
     FallbackPolicy::default()
 }
@@ -118,12 +125,7 @@ fn scenarios() -> Vec<Scenario> {
             limit_ms: 20.0,
             target_ms: 275.0,
             origin_v6: &[0],
-            setup: |net| {
-                net.set_rules(vec![
-                    Rule::blackhole(Match::Addr(v6(0))),
-                    delay(v4(0), ONE_WAY),
-                ])
-            },
+            setup: v6_blackholed,
             warm_up: None,
             policy: default_policy,
             slow_for_sequential: true,
@@ -133,12 +135,7 @@ fn scenarios() -> Vec<Scenario> {
             limit_ms: 20.0,
             target_ms: 225.0,
             origin_v6: &[0],
-            setup: |net| {
-                net.set_rules(vec![
-                    Rule::blackhole(Match::Addr(v6(0))),
-                    delay(v4(0), ONE_WAY),
-                ])
-            },
+            setup: v6_blackholed,
             warm_up: None,
             policy: || {
                 FallbackPolicy::builder()
@@ -153,12 +150,7 @@ fn scenarios() -> Vec<Scenario> {
             limit_ms: 20.0,
             target_ms: 25.0,
             origin_v6: &[0],
-            setup: |net| {
-                net.set_rules(vec![
-                    Rule::blackhole(Match::Addr(v6(0))),
-                    delay(v4(0), ONE_WAY),
-                ])
-            },
+            setup: v6_blackholed,
             warm_up: Some(ORIGIN),
             policy: default_policy,
             slow_for_sequential: true,
@@ -279,6 +271,7 @@ struct Row {
     samples: Vec<Sample>,
 }
 
+/// The median (the mean of the middle two for an even count); NaN when empty.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
@@ -384,15 +377,6 @@ impl Client {
     }
 }
 
-fn client_syn_flows(net: &TestNet) -> usize {
-    net.log()
-        .iter()
-        .filter(|e| e.is_client_syn())
-        .map(|e| e.src)
-        .collect::<BTreeSet<_>>()
-        .len()
-}
-
 fn prepare(net: &TestNet, s: &Scenario) {
     net.set_dns(
         ORIGIN,
@@ -432,7 +416,7 @@ fn run_once(net: &TestNet, s: &Scenario, contender: Contender) -> Sample {
         Sample {
             ms,
             connected,
-            attempts_on_wire: client_syn_flows(net),
+            attempts_on_wire: net.client_connections(),
             attempts_reported,
         }
     })

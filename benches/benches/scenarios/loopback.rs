@@ -12,6 +12,8 @@ use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::Serialize;
 
+use crate::median;
+
 /// One measured loopback row.
 #[derive(Debug, Serialize)]
 pub(crate) struct LoopbackRow {
@@ -150,11 +152,6 @@ impl Clients {
             Who::Tokio => tokio::net::TcpStream::connect(self.addr).await.is_ok(),
         }
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn open_fds() -> usize {

@@ -190,7 +190,7 @@ async fn an_ip_literal_needs_no_dns() {
 }
 
 #[tokio::test]
-async fn a_real_connect_teaches_route_memory_its_rtt() {
+async fn a_real_connect_is_remembered_for_exactly_the_winning_route() {
     let (port, listeners) = listen(&[V6, V4]).await;
     accept_forever(listeners);
     let c = connector(pinned());
@@ -240,6 +240,16 @@ fn pki(names: &[&str], alpn: &[&[u8]]) -> Pki {
     }
 }
 
+/// A connector for `origin.test` that trusts only `roots`.
+fn tls_connector(roots: RootCertStore) -> Connector {
+    Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(pinned())
+        .root_certificates(roots)
+        .build()
+        .unwrap()
+}
+
 fn serve_tls(listeners: Vec<TcpListener>, config: Arc<rustls::ServerConfig>) {
     for l in listeners {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&config));
@@ -262,12 +272,7 @@ async fn tls_race_verifies_the_origin_and_negotiates_h2() {
     let pki = pki(&["origin.test"], &[b"h2", b"http/1.1"]);
     let (port, listeners) = listen(&[V6, V4]).await;
     serve_tls(listeners, pki.server);
-    let c = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(pinned())
-        .root_certificates(pki.roots)
-        .build()
-        .unwrap();
+    let c = tls_connector(pki.roots);
     let conn = c
         .connect(&format!("https://origin.test:{port}"))
         .await
@@ -290,12 +295,7 @@ async fn certificate_for_another_name_fails_every_route_with_a_tls_error() {
     let pki = pki(&["other.test"], &[b"http/1.1"]);
     let (port, listeners) = listen(&[V6, V4]).await;
     serve_tls(listeners, pki.server);
-    let c = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(pinned())
-        .root_certificates(pki.roots)
-        .build()
-        .unwrap();
+    let c = tls_connector(pki.roots);
     let err = c
         .connect(&format!("https://origin.test:{port}"))
         .await

@@ -455,6 +455,17 @@ impl TestNet {
             .collect()
     }
 
+    /// How many client connections tried to open: distinct client source addresses among the
+    /// client SYNs in the log (a retransmitted SYN is the same connection).
+    pub fn client_connections(&self) -> usize {
+        lock(&self.shared.log)
+            .iter()
+            .filter(|e| e.is_client_syn())
+            .map(|e| e.src)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    }
+
     /// Sets the DNS records of `name` (with or without the trailing dot; case does not
     /// matter), replacing earlier ones.
     pub fn set_dns(&self, name: &str, zone: DnsZone) {
