@@ -9,12 +9,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use fastfallback_proto::{AttemptErrorKind, Instant};
+use fastfallback_proto::{AttemptErrorKind, Instant, Phase};
 use fastfallback_route::order::{FamilyPreference, OrderContext, Orderable, order};
-use fastfallback_route::{HostModel, RouteDatabase, RouteMemory};
+use fastfallback_route::{
+    HostModel, Lesson, LessonKind, MemoryView, RouteMemory, Source, SourceSelector,
+};
 
 #[derive(Clone)]
-struct E(SocketAddr);
+struct E(SocketAddr, Option<Source>);
 
 impl Orderable for E {
     fn logical(&self) -> IpAddr {
@@ -22,6 +24,9 @@ impl Orderable for E {
     }
     fn target(&self) -> SocketAddr {
         self.0
+    }
+    fn source(&self) -> Option<Source> {
+        self.1
     }
 }
 
@@ -33,24 +38,34 @@ fn answers(n: usize) -> Vec<E> {
             } else {
                 IpAddr::from([0x2001, 0xdb8, (i % 7) as u16, 0, 0, 0, 0, i as u16])
             };
-            E(SocketAddr::new(ip, 443))
+            E(SocketAddr::new(ip, 443), HostModel::e0().source_for(ip))
         })
         .collect()
 }
 
 fn route_order(c: &mut Criterion) {
-    let host = HostModel::e0();
-    let db = RouteDatabase::new(RouteMemory::default());
     let mut g = c.benchmark_group("route_order");
     for n in [16usize, 64, 256] {
         let items = answers(n);
+        let mut memory = MemoryView::empty(RouteMemory::default());
+        let learn = |memory: &mut MemoryView, target, kind| {
+            memory.learn(&Lesson {
+                target,
+                at: Instant::ZERO,
+                kind,
+            })
+        };
         for (i, e) in items.iter().enumerate().step_by(5) {
-            db.connected(e.0, Duration::from_millis(10 + i as u64), Instant::ZERO);
+            let rtt = Duration::from_millis(10 + i as u64);
+            learn(&mut memory, e.0, LessonKind::Connected { rtt });
         }
-        db.failed(items[1].0, AttemptErrorKind::Refused, Instant::ZERO);
+        let refused = LessonKind::Failed {
+            kind: AttemptErrorKind::Refused,
+            phase: Phase::Tcp,
+        };
+        learn(&mut memory, items[1].0, refused);
         let ctx = OrderContext {
-            sources: &host,
-            db: Some(&db),
+            memory: Some(&memory),
             preference: FamilyPreference::Auto,
             preferred_family_count: 1,
             slower_margin: Duration::from_millis(100),

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use fastfallback_proto::{DnsAnswer, Instant, QueryKind};
+use fastfallback_proto::{DnsAnswer, Family, Instant, QueryKind};
 use fastfallback_route::{AnswerLimits, Connectivity, Resolution};
 use libfuzzer_sys::fuzz_target;
 
@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let mut r = Resolution::new(
         &[QueryKind::Aaaa, QueryKind::A],
         Connectivity::DUAL_STACK,
+        Family::V6,
         Duration::from_millis(50),
         AnswerLimits::default(),
     );

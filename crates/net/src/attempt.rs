@@ -1,8 +1,10 @@
-//! One connection attempt: a TCP connect with the socket options set first, then TLS.
+//! One connection attempt: a transport from a [`Dial`]er (by default a TCP connect with the
+//! socket options set first), then TLS.
 //!
 //! Each step is a plain future. The driver owns them and drops a loser's future to cancel it,
 //! which closes its socket at once: no task is spawned, so nothing outlives the race.
 
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
@@ -110,20 +112,87 @@ impl SocketOptions {
 pub(crate) async fn connect_tcp(
     target: SocketAddr,
     options: &SocketOptions,
-) -> Result<TcpStream, AttemptError> {
+) -> Result<Transport, AttemptError> {
     let socket = options
         .socket_for(target)
         .map_err(|e| attempt_error(&e, Phase::Tcp, "socket setup"))?;
     socket
         .connect(target)
         .await
+        .map(Transport::Tcp)
         .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
 }
 
-/// Runs the TLS handshake of `step` over `tcp`: SNI and certificate check against the origin's
-/// name, and ALPN offering the step's ids.
+/// The future a [`Dial`] implementation returns: one connected transport, or why not.
+pub type Dialing = Pin<Box<dyn Future<Output = io::Result<Transport>> + Send + 'static>>;
+
+/// Opens the transport of one attempt: the seam where a user supplies their own sockets (a
+/// socket with marks or a VPN binding, a tunnel, an in-memory pipe in tests). The default is a
+/// TCP connect with [`SocketOptions`] set first.
+///
+/// Dropping the returned future must close whatever it opened: that is how the race cancels a
+/// loser. Errors are classified by their [`io::ErrorKind`] (refused, unreachable, timed out…).
+///
+/// ```
+/// use fastfallback_net::{Dial, Dialing, SocketOptions, Transport};
+/// use std::net::SocketAddr;
+///
+/// /// Every attempt gets one end of an in-memory pipe.
+/// struct Pipes;
+///
+/// impl Dial for Pipes {
+///     fn dial(&self, _target: SocketAddr, _options: &SocketOptions) -> Dialing {
+///         let (ours, _theirs) = tokio::io::duplex(4096);
+///         Box::pin(async move { Ok(Transport::other(ours)) })
+///     }
+/// }
+/// ```
+pub trait Dial: Send + Sync + 'static {
+    /// Starts connecting to `target`.
+    fn dial(&self, target: SocketAddr, options: &SocketOptions) -> Dialing;
+}
+
+/// A byte stream a [`Dial`] can hand back instead of a `TcpStream`.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// What an attempt connected: a TCP stream, or a stream from a custom [`Dial`].
+pub enum Transport {
+    /// A TCP connection (the default dialer).
+    Tcp(TcpStream),
+    /// Anything else a dialer supplied.
+    Other(Box<dyn Io>),
+}
+
+impl Transport {
+    /// Wraps any stream.
+    pub fn other(io: impl Io) -> Self {
+        Self::Other(Box::new(io))
+    }
+
+    /// The TCP stream, if this is one.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Self::Tcp(s) => Some(s),
+            Self::Other(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(s) => f.debug_tuple("Tcp").field(s).finish(),
+            Self::Other(_) => f.write_str("Other(..)"),
+        }
+    }
+}
+
+/// Runs the TLS handshake of `step` over `transport`: SNI and certificate check against the
+/// origin's name, and ALPN offering the step's ids.
 pub(crate) async fn handshake(
-    tcp: TcpStream,
+    transport: Transport,
     step: &TlsStep,
     config: &Arc<ClientConfig>,
 ) -> Result<(Stream, Option<Alpn>), AttemptError> {
@@ -143,7 +212,7 @@ pub(crate) async fn handshake(
         Arc::new(c)
     };
     let tls = TlsConnector::from(config)
-        .connect(name, tcp)
+        .connect(name, transport)
         .await
         .map_err(|e| attempt_error(&e, Phase::Tls, "handshake"))?;
     let alpn = tls.get_ref().1.alpn_protocol().map(Alpn::from_bytes);
@@ -183,20 +252,86 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
     AttemptError::new(kind, phase, detail)
 }
 
-/// The connected byte stream of a winner: plain TCP or TLS over TCP.
+macro_rules! delegate_io {
+    ($ty:ty { $($variant:ident($s:ident) => $pin:expr),+ $(,)? }) => {
+        impl AsyncRead for $ty {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant($s) => $pin.poll_read(cx, buf),)+
+                }
+            }
+        }
+
+        impl AsyncWrite for $ty {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $(Self::$variant($s) => $pin.poll_write(cx, buf),)+
+                }
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant($s) => $pin.poll_flush(cx),)+
+                }
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant($s) => $pin.poll_shutdown(cx),)+
+                }
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $(Self::$variant($s) => $pin.poll_write_vectored(cx, bufs),)+
+                }
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                match self {
+                    $(Self::$variant($s) => $s.is_write_vectored(),)+
+                }
+            }
+        }
+    };
+}
+
+delegate_io!(Transport {
+    Tcp(s) => Pin::new(s),
+    Other(s) => Pin::new(s.as_mut()),
+});
+
+/// The connected byte stream of a winner: the transport, or TLS over it.
 #[derive(Debug)]
 pub enum Stream {
-    /// A plain TCP connection (`tcp://` and `http://` origins).
-    Tcp(TcpStream),
-    /// TLS over TCP (`https://` origins).
-    Tls(Box<TlsStream<TcpStream>>),
+    /// No TLS (`tcp://` and `http://` origins).
+    Plain(Transport),
+    /// TLS over the transport (`https://` origins).
+    Tls(Box<TlsStream<Transport>>),
 }
 
 impl Stream {
-    /// The TCP connection underneath.
-    pub fn tcp(&self) -> &TcpStream {
+    /// The TCP connection underneath, unless a custom [`Dial`] supplied the transport.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        self.transport().tcp()
+    }
+
+    /// The transport underneath.
+    pub fn transport(&self) -> &Transport {
         match self {
-            Self::Tcp(s) => s,
+            Self::Plain(t) => t,
             Self::Tls(s) => s.get_ref().0,
         }
     }
@@ -204,66 +339,13 @@ impl Stream {
     /// The TLS session, for TLS streams (peer certificates, protocol version, ALPN).
     pub fn tls(&self) -> Option<&rustls::ClientConnection> {
         match self {
-            Self::Tcp(_) => None,
+            Self::Plain(_) => None,
             Self::Tls(s) => Some(s.get_ref().1),
         }
     }
 }
 
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Self::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Self::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Self::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Self::Tcp(s) => s.is_write_vectored(),
-            Self::Tls(s) => s.is_write_vectored(),
-        }
-    }
-}
+delegate_io!(Stream {
+    Plain(s) => Pin::new(s),
+    Tls(s) => Pin::new(s.as_mut()),
+});

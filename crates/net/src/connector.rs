@@ -1,44 +1,60 @@
 //! [`Connector`]: runs the sans-IO race on tokio.
 //!
-//! The driver loop does three things, over and over:
+//! The driver loop does four things, over and over:
 //!
-//! 1. drain [`FastFallbackExchangeFinder::poll_output`] and act on it: send a query, start an
+//! 1. if the race's timer has passed, fire it ([`FastFallbackExchangeFinder::handle_timeout`]);
+//! 2. drain [`FastFallbackExchangeFinder::poll_output`] and act on it: send a query, start an
 //!    attempt, drop a cancelled attempt (closing its socket in the same turn), or return;
-//! 2. wait for the first of: a DNS answer, an attempt's progress, or the race's next deadline
+//! 3. wait for the first of: a DNS answer, an attempt's progress, or the race's next deadline
 //!    ([`FastFallbackExchangeFinder::poll_timeout`]);
-//! 3. hand that event to the race with the current time.
+//! 4. hand that event to the race with the current time. A DNS answer goes in with the source
+//!    address of each destination, found here, outside the race ([`SourceSelector`]).
 //!
 //! Every query and attempt is a future owned by the connect future itself; nothing is spawned
 //! while the race runs. Dropping the connect future therefore drops every attempt and closes
-//! every socket it opened, at once. Only after a win are the still-pending DNS queries handed
-//! to a task for the DNS tail (HEv3 §6), bounded by [`FallbackPolicy::dns_tail`].
+//! every socket it opened, at once; the race is abandoned and what it learned still reaches
+//! route memory. Only after a win are the still-pending DNS queries handed to a task, until the
+//! end of the DNS tail the race chose (HEv3 §6).
+//!
+//! Route memory: each race takes a [`fastfallback_route::MemoryView`] of its origin on the
+//! current network when it starts, and its lessons are applied when it ends, under one lock.
 
 use std::fmt;
 use std::future::{Future, poll_fn};
+use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::path::{Path, PathBuf};
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use fastfallback_plan::{
-    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, PolicyError, RaceEnv,
+    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, MAX_MEMORY_TTL, PolicyError, RaceInput,
 };
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, AttemptId, DnsAnswer, Instant, Output, QueryKind, RaceError,
-    Winner,
+    Alpn, AttemptError, AttemptEvent, AttemptId, DnsAnswer, Instant, Output, Phase, QueryKind,
+    RaceError, Winner,
 };
-use fastfallback_route::{Address, AddressError, Connectivity, Host, RouteDatabase};
+use fastfallback_route::{
+    Address, AddressError, Connectivity, Host, MAX_FILE_BYTES, NetworkId, RouteDatabase, SourceOf,
+    SourceSelector, Zone,
+};
 use rustls::{ClientConfig, RootCertStore};
-use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::attempt::{connect_tcp, handshake};
+use crate::attempt::{attempt_error, connect_tcp, handshake};
 use crate::report::{QueryLog, Story};
 use crate::{
-    Answer, HickoryResolver, KernelSources, RaceReport, Resolve, ResolverError, SocketOptions,
-    Stream, detect_connectivity,
+    Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
+    SocketOptions, Stream, Transport, detect_network,
 };
+
+/// Route memory may have to express times up to a day before this process started (a memory
+/// file written yesterday), so the race clock starts that long before the first connect.
+const CLOCK_BASE: Duration = MAX_MEMORY_TTL;
 
 /// The clock every race of the process shares, so route memory written by one connector's
 /// race can be read by another's.
@@ -48,7 +64,18 @@ fn epoch() -> tokio::time::Instant {
 }
 
 fn now() -> Instant {
-    Instant::from_elapsed(tokio::time::Instant::now().saturating_duration_since(epoch()))
+    let elapsed = tokio::time::Instant::now().saturating_duration_since(epoch());
+    Instant::from_elapsed(CLOCK_BASE + elapsed)
+}
+
+fn tokio_instant(at: Instant) -> tokio::time::Instant {
+    epoch() + at.elapsed().saturating_sub(CLOCK_BASE)
+}
+
+fn wall_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Opens the fastest working connection to an origin: Happy Eyeballs with route memory.
@@ -76,32 +103,208 @@ struct Inner {
     resolver: Arc<dyn Resolve>,
     tls: Arc<ClientConfig>,
     socket: SocketOptions,
+    dialer: Option<Arc<dyn Dial>>,
+    sources: Sources,
     /// Set by the user, or `None` to read it from the kernel (cached briefly).
-    connectivity: Option<Connectivity>,
-    detected: std::sync::Mutex<Option<(tokio::time::Instant, Connectivity)>>,
+    network: Option<NetworkState>,
+    detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
     db: Option<Arc<RouteDatabase>>,
+    memory_file: Option<MemoryFile>,
+    /// Seeds each race's random choices: a base plus a counter.
+    seed: u64,
+    races: AtomicU64,
 }
 
-/// How long a connectivity reading is reused: long enough that a burst of connects reads the
+/// Where sources come from: the kernel (with a cache the driver clears when the network
+/// changes), or a user-supplied selector.
+enum Sources {
+    Kernel(KernelSources),
+    Custom(Box<dyn SourceSelector + Send + Sync>),
+}
+
+impl Sources {
+    fn find(&self, dsts: Vec<std::net::IpAddr>) -> Vec<SourceOf> {
+        let selector: &dyn SourceSelector = match self {
+            Self::Kernel(k) => k,
+            Self::Custom(c) => c.as_ref(),
+        };
+        dsts.into_iter()
+            .map(|dst| SourceOf {
+                dst,
+                source: selector.source_for(dst),
+            })
+            .collect()
+    }
+}
+
+/// How long a network reading is reused: long enough that a burst of connects reads the
 /// kernel's tables once, short enough to notice a network change within seconds.
-const CONNECTIVITY_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+const NETWORK_TTL: Duration = Duration::from_secs(5);
 
 impl Inner {
-    fn connectivity(&self) -> Connectivity {
-        if let Some(c) = self.connectivity {
-            return c;
+    fn network(&self) -> NetworkState {
+        if let Some(n) = self.network {
+            return n;
         }
         let now = tokio::time::Instant::now();
         let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
         match *cached {
-            Some((at, c)) if now.saturating_duration_since(at) < CONNECTIVITY_TTL => c,
-            _ => {
-                let c = detect_connectivity();
-                *cached = Some((now, c));
-                c
+            Some((at, n)) if now.saturating_duration_since(at) < NETWORK_TTL => n,
+            previous => {
+                let n = detect_network();
+                if previous.is_some_and(|(_, p)| p.id != n.id)
+                    && let Sources::Kernel(k) = &self.sources
+                {
+                    k.clear();
+                }
+                *cached = Some((now, n));
+                n
             }
         }
     }
+
+    fn next_seed(&self) -> u64 {
+        let n = self.races.fetch_add(1, Ordering::Relaxed);
+        self.seed.wrapping_add(n)
+    }
+
+    /// Applies a race's lessons to route memory, and saves the memory file now and then.
+    fn learn(
+        &self,
+        network: NetworkId,
+        address: &Address,
+        finder: &mut FastFallbackExchangeFinder,
+    ) {
+        let Some(db) = &self.db else {
+            return;
+        };
+        let mut lessons = finder.drain_lessons().peekable();
+        if lessons.peek().is_none() {
+            return;
+        }
+        db.learn(network, address, lessons);
+        if let Some(file) = &self.memory_file {
+            file.changed(db);
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let (Some(file), Some(db)) = (&self.memory_file, &self.db)
+            && file.dirty.load(Ordering::Relaxed)
+            && let Err(e) = file.save(db)
+        {
+            tracing::warn!(path = %file.path.display(), error = %e, "cannot save route memory");
+        }
+    }
+}
+
+/// The route-memory file of a connector: loaded at build, saved atomically now and then and
+/// when the last clone of the connector is dropped.
+struct MemoryFile {
+    path: PathBuf,
+    dirty: AtomicBool,
+    last_save: Mutex<Option<std::time::Instant>>,
+}
+
+/// The shortest time between two saves triggered by races.
+const SAVE_EVERY: Duration = Duration::from_secs(10);
+
+impl MemoryFile {
+    /// Loads `path` into `db`. A missing file is a first run; anything wrong with it is logged
+    /// and ignored (it is replaced on the next save). Never fails the build.
+    fn open(path: PathBuf, db: &RouteDatabase) -> Self {
+        match read_bounded(&path) {
+            Ok(None) => {}
+            Ok(Some(bytes)) => {
+                if let Err(e) = db.decode_into(&bytes, now(), wall_secs()) {
+                    tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
+            }
+        }
+        Self {
+            path,
+            dirty: AtomicBool::new(false),
+            last_save: Mutex::new(None),
+        }
+    }
+
+    /// Notes that memory changed; saves in the background if the last save is old enough.
+    fn changed(&self, db: &Arc<RouteDatabase>) {
+        self.dirty.store(true, Ordering::Relaxed);
+        let due = {
+            let mut last = self.last_save.lock().unwrap_or_else(|p| p.into_inner());
+            let now = std::time::Instant::now();
+            let due = last.is_none_or(|t| now.duration_since(t) >= SAVE_EVERY);
+            if due {
+                *last = Some(now);
+            }
+            due
+        };
+        if !due || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let bytes = db.encode(now(), wall_secs());
+        self.dirty.store(false, Ordering::Relaxed);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = write_atomically(&path, &bytes) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot save route memory");
+            }
+        });
+    }
+
+    fn save(&self, db: &RouteDatabase) -> io::Result<()> {
+        let bytes = db.encode(now(), wall_secs());
+        write_atomically(&self.path, &bytes)?;
+        self.dirty.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Reads a file of at most [`MAX_FILE_BYTES`]; `None` if it does not exist.
+fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// a reader sees the old file or the new one, never half of one. The file is private (0600).
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memory file has no name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let result = (|| {
+        let mut f = options.open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 impl fmt::Debug for Connector {
@@ -109,7 +312,7 @@ impl fmt::Debug for Connector {
         f.debug_struct("Connector")
             .field("policy", &self.inner.policy)
             .field("socket", &self.inner.socket)
-            .field("connectivity", &self.inner.connectivity)
+            .field("network", &self.inner.network)
             .field("route_memory", &self.inner.db.is_some())
             .finish_non_exhaustive()
     }
@@ -125,8 +328,13 @@ pub struct ConnectorBuilder {
     roots: Option<RootCertStore>,
     tls: Option<ClientConfig>,
     socket: SocketOptions,
+    dialer: Option<Arc<dyn Dial>>,
+    sources: Option<Box<dyn SourceSelector + Send + Sync>>,
     connectivity: Option<Connectivity>,
+    network_id: Option<NetworkId>,
     db: Option<Arc<RouteDatabase>>,
+    memory_file: Option<PathBuf>,
+    seed: Option<u64>,
 }
 
 impl ConnectorBuilder {
@@ -161,10 +369,30 @@ impl ConnectorBuilder {
         self
     }
 
+    /// Opens each attempt's transport with `dialer` instead of a TCP connect (see [`Dial`]).
+    pub fn dialer(mut self, dialer: impl Dial) -> Self {
+        self.dialer = Some(Arc::new(dialer));
+        self
+    }
+
+    /// Finds RFC 6724 source addresses with `sources` instead of asking the kernel (for
+    /// example a [`fastfallback_route::HostModel`] in tests).
+    pub fn sources(mut self, sources: impl SourceSelector + Send + Sync + 'static) -> Self {
+        self.sources = Some(Box::new(sources));
+        self
+    }
+
     /// Which families the host can use and its NAT64 prefix (default: read from the kernel
-    /// with [`crate::detect_connectivity`] and re-read every few seconds, HEv3 §4.1).
+    /// with [`crate::detect_network`] and re-read every few seconds, HEv3 §4.1). Setting it
+    /// also fixes the network identity, to [`Self::network_id`] or `NetworkId(0)`.
     pub fn connectivity(mut self, connectivity: Connectivity) -> Self {
         self.connectivity = Some(connectivity);
+        self
+    }
+
+    /// The network identity route memory is kept under, when [`Self::connectivity`] is set.
+    pub fn network_id(mut self, id: NetworkId) -> Self {
+        self.network_id = Some(id);
         self
     }
 
@@ -172,6 +400,21 @@ impl ConnectorBuilder {
     /// the policy's [`fastfallback_route::RouteMemory`]; none if the policy turns it off).
     pub fn route_database(mut self, db: Arc<RouteDatabase>) -> Self {
         self.db = Some(db);
+        self
+    }
+
+    /// Keep route memory in `path` across processes: it is loaded at build (a corrupt,
+    /// truncated, foreign or oversized file is ignored with a warning) and saved atomically
+    /// with mode 0600, at most every 10 s after races that learned something, and when the
+    /// last clone of the connector is dropped. Opt-in; no peer has it.
+    pub fn memory_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.memory_file = Some(path.into());
+        self
+    }
+
+    /// Seeds the races' random choices, for repeatable runs (default: random per connector).
+    pub fn rng_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -208,15 +451,38 @@ impl ConnectorBuilder {
             }
             None => None,
         };
+        let memory_file = match (&db, self.memory_file) {
+            (Some(db), Some(path)) => Some(MemoryFile::open(path, db)),
+            _ => None,
+        };
+        let sources = match self.sources {
+            Some(s) => Sources::Custom(s),
+            None => Sources::Kernel(KernelSources::new(&self.socket)),
+        };
+        let network = self.connectivity.map(|connectivity| NetworkState {
+            connectivity,
+            id: self.network_id.unwrap_or_default(),
+        });
+        let seed = self.seed.unwrap_or_else(|| {
+            // The standard library's per-process random keys: no RNG dependency needed.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(wall_secs());
+            h.finish()
+        });
         Ok(Connector {
             inner: Arc::new(Inner {
                 policy: self.policy,
                 resolver,
                 tls: Arc::new(tls),
                 socket: self.socket,
-                connectivity: self.connectivity,
-                detected: std::sync::Mutex::new(None),
+                dialer: self.dialer,
+                sources,
+                network,
+                detected: Mutex::new(None),
                 db,
+                memory_file,
+                seed,
+                races: AtomicU64::new(0),
             }),
         })
     }
@@ -394,7 +660,7 @@ type StepFuture<T> = Pin<Box<dyn Future<Output = Result<T, AttemptError>> + Send
 
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
-    Tcp(StepFuture<TcpStream>),
+    Tcp(StepFuture<Transport>),
     Tls(StepFuture<(Stream, Option<Alpn>)>),
 }
 
@@ -406,7 +672,7 @@ struct Running {
 
 enum Wake {
     Dns(QueryKind, DnsAnswer),
-    Tcp(usize, Result<TcpStream, AttemptError>),
+    Tcp(usize, Result<Transport, AttemptError>),
     Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),
     Timer,
 }
@@ -427,35 +693,57 @@ impl Connector {
         self.inner.db.as_ref()
     }
 
+    /// The network races run on now (read from the kernel unless set in the builder).
+    pub fn network(&self) -> NetworkState {
+        self.inner.network()
+    }
+
+    /// Writes route memory to the memory file now, if the connector has one.
+    pub fn save_memory(&self) -> io::Result<()> {
+        match (&self.inner.memory_file, &self.inner.db) {
+            (Some(file), Some(db)) => file.save(db),
+            _ => Ok(()),
+        }
+    }
+
     /// Races to `origin`: `https://host[:port]`, `http://host[:port]`, `tcp://host:port` or
     /// `host:port` (plain TCP). Must run inside a tokio runtime.
     pub async fn connect(&self, origin: &str) -> Result<Connection, ConnectError> {
         let address = Address::parse(origin).map_err(ConnectError::InvalidAddress)?;
-        self.connect_to(address, origin).await
+        self.connect_to(address).await
     }
 
-    /// Races to an already parsed address; `label` names it in the report.
-    pub async fn connect_to(
-        &self,
-        address: Address,
-        label: &str,
-    ) -> Result<Connection, ConnectError> {
+    /// Races to an already parsed address.
+    pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
         if address.proxy().is_some() {
             return Err(ConnectError::Unsupported("connecting through a proxy"));
         }
-        Race::new(Arc::clone(&self.inner), address, label)
-            .run()
-            .await
+        let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
+        Race::new(Arc::clone(&self.inner), address).run().await
     }
+}
+
+/// Turns an interface name in a literal's zone into its index (RFC 4007 §11).
+fn resolve_zone(address: Address) -> Result<Address, AddressError> {
+    let Some(Zone::Name(name)) = address.zone() else {
+        return Ok(address);
+    };
+    let index = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .ok_or_else(|| AddressError::UnknownInterface(name.clone()))?;
+    Ok(address.with_zone(Zone::Index(index)))
 }
 
 /// One race in progress: the state machine, and the futures it asked for.
 struct Race {
     inner: Arc<Inner>,
-    /// Boxed: the state machine is large, and the race future is moved around by value.
-    finder: Box<FastFallbackExchangeFinder>,
+    /// Boxed: the state machine is large, and the race future is moved around by value. Taken
+    /// when the race ends; still here in `drop` if the caller gave up.
+    finder: Option<Box<FastFallbackExchangeFinder>>,
+    address: Address,
+    network: NetworkState,
     name: String,
-    origin: String,
     t0: Instant,
     log: Vec<QueryLog>,
     queries: Vec<(QueryKind, Answer)>,
@@ -471,29 +759,47 @@ enum Ending {
     Unsupported(&'static str),
 }
 
+impl Drop for Race {
+    /// The caller dropped the connect future: every attempt's future goes with the race, and
+    /// what the race learned until now still reaches route memory.
+    fn drop(&mut self) {
+        if let Some(mut finder) = self.finder.take() {
+            finder.abandon(now());
+            self.inner
+                .learn(self.network.id, &self.address, &mut finder);
+        }
+    }
+}
+
 impl Race {
-    fn new(inner: Arc<Inner>, address: Address, label: &str) -> Self {
-        let env = RaceEnv {
-            sources: Arc::new(KernelSources::new(&inner.socket)),
-            db: inner.db.clone(),
-            connectivity: inner.connectivity(),
+    fn new(inner: Arc<Inner>, address: Address) -> Self {
+        let network = inner.network();
+        let t0 = now();
+        let memory = match &inner.db {
+            Some(db) => db.view(network.id, &address, t0),
+            None => fastfallback_route::MemoryView::disabled(),
+        };
+        let input = RaceInput {
+            connectivity: network.connectivity,
+            memory,
+            seed: inner.next_seed(),
         };
         let name = match address.connect_host().0 {
             Host::Name(n) => n.clone(),
             Host::Ip(_) => String::new(),
         };
-        let t0 = now();
         let finder = Box::new(FastFallbackExchangeFinder::new(
-            address,
+            address.clone(),
             inner.policy.clone(),
-            env,
+            input,
             t0,
         ));
         Self {
             inner,
-            finder,
+            finder: Some(finder),
+            address,
+            network,
             name,
-            origin: label.to_owned(),
             t0,
             log: Vec::new(),
             queries: Vec::new(),
@@ -502,24 +808,35 @@ impl Race {
         }
     }
 
+    fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
+        // The finder is taken only by `end`, after which the race is never polled again.
+        self.finder.as_mut().expect("the race has not ended")
+    }
+
     async fn run(mut self) -> Result<Connection, ConnectError> {
-        let mut sleep: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(epoch()));
+        let mut sleep: Pin<&mut Sleep> = pin!(tokio::time::sleep_until(epoch()));
+        // One clock reading per turn: the event that woke the race and everything the race
+        // decides because of it happen at the same instant.
+        let mut t = now();
         loop {
-            let t = now();
-            while let Some(out) = self.finder.poll_output(t) {
+            if self.finder().poll_timeout().is_some_and(|d| d <= t) {
+                self.finder().handle_timeout(t);
+            }
+            while let Some(out) = self.finder().poll_output(t) {
                 if let Some(ending) = self.act(out, t) {
                     return self.end(ending, t);
                 }
             }
-            let armed = match self.finder.poll_timeout() {
+            let armed = match self.finder().poll_timeout() {
                 Some(at) => {
-                    sleep.as_mut().reset(epoch() + at.elapsed());
+                    sleep.as_mut().reset(tokio_instant(at));
                     true
                 }
                 None => false,
             };
             let wake = poll_fn(|cx| self.poll_wake(cx, sleep.as_mut(), armed)).await;
-            self.handle(wake, now());
+            t = now();
+            self.handle(wake, t);
         }
     }
 
@@ -539,14 +856,25 @@ impl Race {
             Output::CancelQuery(kind) => self.queries.retain(|(k, _)| *k != kind),
             Output::StartAttempt { id, plan } => {
                 tracing::debug!(%id, %plan, "attempt starts");
-                let inner = Arc::clone(&self.inner);
                 let target = plan.route.target;
+                let step: StepFuture<Transport> = match &self.inner.dialer {
+                    None => {
+                        let inner = Arc::clone(&self.inner);
+                        Box::pin(async move { connect_tcp(target, &inner.socket).await })
+                    }
+                    Some(dialer) => {
+                        let dialing = dialer.dial(target, &self.inner.socket);
+                        Box::pin(async move {
+                            dialing
+                                .await
+                                .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
+                        })
+                    }
+                };
                 self.running.push(Running {
                     id,
                     plan,
-                    step: Step::Tcp(Box::pin(
-                        async move { connect_tcp(target, &inner.socket).await },
-                    )),
+                    step: Step::Tcp(step),
                 });
             }
             Output::CancelAttempt { id, reason } => {
@@ -576,15 +904,20 @@ impl Race {
             _ => None,
         };
         self.finished.clear();
-        if winner.is_some() {
-            self.start_dns_tail();
+        let mut finder = self.finder.take().expect("the race ends once");
+        self.inner
+            .learn(self.network.id, &self.address, &mut finder);
+        if winner.is_some()
+            && let Some(until) = finder.dns_tail_deadline()
+        {
+            self.start_dns_tail(until);
         }
         let mut story = Story {
-            origin: self.origin,
+            origin: self.address.to_string(),
             t0: self.t0,
             end: t,
-            queries: self.log,
-            attempts: self.finder.into_attempts(),
+            queries: std::mem::take(&mut self.log),
+            attempts: finder.into_attempts(),
             winner: None,
             alpn: None,
             error: None,
@@ -596,9 +929,10 @@ impl Race {
                 story.alpn.clone_from(&alpn);
                 let peer = story
                     .attempts
-                    .get(id.0 as usize)
+                    .iter()
+                    .find(|a| a.id == id)
                     .map(|a| a.plan.route.target)
-                    .or_else(|| stream.tcp().peer_addr().ok())
+                    .or_else(|| stream.tcp().and_then(|s| s.peer_addr().ok()))
                     .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
                 Ok(Connection {
                     stream,
@@ -620,16 +954,16 @@ impl Race {
         }
     }
 
-    /// Keeps the queries still in flight for the DNS tail (HEv3 §6), so their answers reach the
-    /// resolver's cache for the next race. Bounded by the policy's `dns_tail`.
-    fn start_dns_tail(&mut self) {
+    /// Keeps the queries still in flight until the end of the DNS tail the race chose
+    /// (HEv3 §6), so their answers reach the resolver's cache for the next race.
+    fn start_dns_tail(&mut self, until: Instant) {
         if self.queries.is_empty() || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        let tail = self.inner.policy.dns_tail;
+        let until = tokio_instant(until);
         for (_, answer) in self.queries.drain(..) {
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(tail, answer).await;
+                let _ = tokio::time::timeout_at(until, answer).await;
             });
         }
     }
@@ -678,24 +1012,25 @@ impl Race {
                 {
                     q.answered = Some((t, answer.clone()));
                 }
-                self.finder.handle_dns(kind, answer, t);
+                let dsts = self.network.connectivity.destinations(&answer);
+                let sources = self.inner.sources.find(dsts);
+                self.finder().handle_dns(kind, answer, &sources, t);
             }
-            Wake::Tcp(i, Ok(tcp)) => {
+            Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
                 match self.running[i].plan.tls.clone() {
                     Some(step) => {
                         let config = Arc::clone(&self.inner.tls);
-                        self.running[i].step =
-                            Step::Tls(Box::pin(
-                                async move { handshake(tcp, &step, &config).await },
-                            ));
-                        self.finder
+                        self.running[i].step = Step::Tls(Box::pin(async move {
+                            handshake(transport, &step, &config).await
+                        }));
+                        self.finder()
                             .handle_attempt(id, AttemptEvent::TcpConnected, t);
                     }
                     None => {
                         self.running.remove(i);
-                        self.finished.push((id, Stream::Tcp(tcp), None));
-                        self.finder
+                        self.finished.push((id, Stream::Plain(transport), None));
+                        self.finder()
                             .handle_attempt(id, AttemptEvent::Connected(None), t);
                     }
                 }
@@ -703,13 +1038,13 @@ impl Race {
             Wake::Tls(i, Ok((stream, alpn))) => {
                 let id = self.running.remove(i).id;
                 self.finished.push((id, stream, alpn.clone()));
-                self.finder
+                self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t);
             }
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
                 let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");
-                self.finder.handle_attempt(
+                self.finder().handle_attempt(
                     id,
                     AttemptEvent::Failed {
                         error,

@@ -9,7 +9,9 @@
 //!   hickory-resolver (separate AAAA, A and HTTPS lookups, each fed to the race as it arrives).
 //! - [`SocketOptions`]: `TCP_NODELAY`, keepalive, local address and interface, set before
 //!   connect.
-//! - [`KernelSources`]: RFC 6724 source address selection asked of the kernel.
+//! - [`KernelSources`]: RFC 6724 source address selection asked of the kernel, outside the
+//!   race; the answers go in with each DNS answer.
+//! - [`Dial`]: the seam for supplying your own sockets (and fakes in tests).
 //!
 //! All clocks, sockets and sleeps of fastfallback live here; the domain crates get time and
 //! results handed in.
@@ -32,8 +34,8 @@ mod report;
 mod resolve;
 mod source;
 
-pub use attempt::{SocketOptions, Stream};
-pub use connectivity::detect_connectivity;
+pub use attempt::{Dial, Dialing, Io, SocketOptions, Stream, Transport};
+pub use connectivity::{NetworkState, detect_connectivity, detect_network};
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
@@ -43,4 +45,4 @@ pub use source::KernelSources;
 
 pub use fastfallback_plan::FallbackPolicy;
 pub use fastfallback_proto::{DnsAnswer, QueryKind};
-pub use fastfallback_route::Connectivity;
+pub use fastfallback_route::{Connectivity, NetworkId};

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use fastfallback_plan::{AttemptOutcome, AttemptRecord};
+use fastfallback_plan::{AttemptRecord, AttemptState};
 use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, QueryKind};
 use serde::Serialize;
 
@@ -44,7 +44,7 @@ pub struct QueryReport {
 /// One attempt of a race.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AttemptReport {
-    /// The attempt's id (its start order, from 0).
+    /// The attempt's id (unique within the race; ids grow in start order).
     pub id: u32,
     /// Where its socket connected.
     pub route: SocketAddr,
@@ -86,18 +86,18 @@ impl RaceReport {
         records
             .iter()
             .map(|r| AttemptReport {
-                id: r.id.0,
+                id: r.id.get(),
                 route: r.plan.route.target,
                 plan: r.plan.to_string(),
                 started_ms: ms(r.started, t0),
                 tcp_connected_ms: r.tcp_connected.map(|t| ms(t, t0)),
                 ended_ms: r.ended.map(|t| ms(t, t0)),
-                outcome: match &r.outcome {
-                    None => "in flight".to_owned(),
-                    Some(AttemptOutcome::Won) => "won".to_owned(),
-                    Some(AttemptOutcome::Failed(e)) => format!("failed: {e}"),
-                    Some(AttemptOutcome::FollowedUp) => "followed up".to_owned(),
-                    Some(AttemptOutcome::Cancelled(c)) => format!("cancelled: {c}"),
+                outcome: match &r.state {
+                    AttemptState::Connecting | AttemptState::Securing => "in flight".to_owned(),
+                    AttemptState::Won => "won".to_owned(),
+                    AttemptState::Failed(e) => format!("failed: {e}"),
+                    AttemptState::FollowedUp => "followed up".to_owned(),
+                    AttemptState::Cancelled { reason, .. } => format!("cancelled: {reason}"),
                 },
             })
             .collect()
@@ -143,7 +143,7 @@ impl Story {
                 })
                 .collect(),
             attempts: RaceReport::attempts_from(&self.attempts, self.t0),
-            winner: self.winner.map(|id| id.0),
+            winner: self.winner.map(AttemptId::get),
             alpn: self.alpn.as_ref().map(ToString::to_string),
             error: self.error.clone(),
         }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use fastfallback_route::{Source, SourceSelector};
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -18,17 +19,22 @@ use crate::SocketOptions;
 /// subnet size of almost every IPv6 network (RFC 7421).
 const V6_PREFIX_LEN: u8 = 64;
 
+/// How long a probed source is believed. The connector also forgets every answer when the
+/// network changes.
+const SOURCE_TTL: Duration = Duration::from_secs(30);
+
 /// [`SourceSelector`] backed by the kernel's routing table (the "UDP connect" probe).
 ///
 /// It honours the connector's local addresses and interface, so the sort sees the sources the
-/// attempts will really use. Answers are cached for the life of one race, so sorting the
-/// same list again costs no system calls.
+/// attempts will really use. The driver asks it outside the race, once per destination, and
+/// hands the answers in with each DNS answer; answers are cached for half a minute, so a
+/// second contact costs no system calls.
 #[derive(Debug)]
 pub struct KernelSources {
     local_v4: Option<Ipv4Addr>,
     local_v6: Option<Ipv6Addr>,
     interface: Option<String>,
-    cache: Mutex<HashMap<IpAddr, Option<Source>>>,
+    cache: Mutex<HashMap<IpAddr, (Option<Source>, Instant)>>,
 }
 
 impl KernelSources {
@@ -40,6 +46,11 @@ impl KernelSources {
             interface: options.interface.clone(),
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Forgets every cached answer (the network changed).
+    pub fn clear(&self) {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     fn probe(&self, dst: IpAddr) -> std::io::Result<IpAddr> {
@@ -68,13 +79,22 @@ impl KernelSources {
 impl SourceSelector for KernelSources {
     fn source_for(&self, dst: IpAddr) -> Option<Source> {
         let dst = dst.to_canonical();
+        let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        *cache.entry(dst).or_insert_with(|| {
-            self.probe(dst).ok().map(|ip| {
-                let len = if ip.is_ipv4() { 32 } else { V6_PREFIX_LEN };
-                Source::new(ip, len)
-            })
-        })
+        if let Some((source, at)) = cache.get(&dst)
+            && now.duration_since(*at) < SOURCE_TTL
+        {
+            return *source;
+        }
+        let source = self.probe(dst).ok().map(|ip| {
+            let len = if ip.is_ipv4() { 32 } else { V6_PREFIX_LEN };
+            Source::new(ip, len)
+        });
+        if cache.len() >= 4096 {
+            cache.clear();
+        }
+        cache.insert(dst, (source, now));
+        source
     }
 }
 

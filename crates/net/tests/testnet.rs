@@ -529,7 +529,7 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
         first.started_ms < 100.0,
         "started on the hints, not the 200 ms answers\n{report}"
     );
-    assert_eq!(report.winner, Some(0), "{report}");
+    assert_eq!(report.winner, Some(first.id), "{report}");
     let https = report.queries.iter().find(|q| q.kind == "HTTPS").unwrap();
     assert_eq!(https.answer.as_deref(), Some("1 record(s)"));
 }

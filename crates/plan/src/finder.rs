@@ -1,36 +1,36 @@
 //! [`FastFallbackExchangeFinder`]: the race as a sans-IO state machine.
 //!
 //! ```text
-//!                   ┌────────── DNS answers (any order, any time) ──────────┐
-//!                   ▼                                                       │
-//!  [resolving] ── move-on rule (HEv3 §4.2) ──▶ [racing] ──▶ first success ──▶ [won] ── DNS tail ──▶ ·
-//!       │                                         │    ▲                        ▲
-//!       │ every answer negative                   │    └─ attempt timers ─┐      │ pooled connection
-//!       ▼                                         ▼                      │      │ offered mid-race
-//!    [failed] ◀── nothing in flight, nothing pending, nothing untried ◀──┘──────┘
-//!           ◀── overall deadline
+//!               DNS answers (any order, any time)
+//!                   │
+//!   [Resolving] ── move-on rule (HEv3 §4.2) ──▶ [Racing] ◀──── owner's TLS fails ────┐
+//!       │                                        │   │                              │
+//!       │                                        │   └─ TCP wins (WinAt::Tcp) ──▶ [TlsOwner]
+//!       │                                        │                                  │
+//!       │                      first success, or a pooled connection ──────────────┤
+//!       │                                        ▼                                  ▼
+//!       │                                      [Won] ── DNS tail (≤ 1 s) ──▶ queries dropped
+//!       ▼                                        │
+//!   [Failed] ◀── nothing in flight, nothing pending, nothing untried; or the deadline
+//!   [Abandoned] ◀── the caller gave up (from any unfinished phase)
 //! ```
 //!
-//! Attempts:
-//!
-//! ```text
-//!  start ──▶ in flight ──┬─ Connected ───────────────▶ won
-//!                        ├─ Failed / FollowUp ────────▶ failed (follow-up queued first)
-//!                        └─ cancelled (lost, timeout, ─▶ cancelled (a retry copy is queued
-//!                           deadline, evicted)           last, OkHttp's deferred plans)
-//! ```
-//!
-//! Every attempt ends exactly once. Events for an attempt that already ended are ignored, so a
-//! stale result can never be mistaken for a fresh one (OkHttp's stale-queue bug, its spec §2.8).
+//! Attempts have their own states ([`AttemptState`]); every attempt ends exactly once, and
+//! events for an attempt that already ended are ignored, so a stale result can never be
+//! mistaken for a fresh one (OkHttp's stale-queue bug, its spec §2.8).
 //!
 //! ## Launch rules
 //!
 //! - The first attempt starts as soon as DNS allows (HEv3 §4.2).
 //! - Each start arms the next-attempt timer at `start + CAD` (HEv3 §6), where CAD comes from
-//!   [`FallbackPolicy::attempt_delay_for`] with the route's (or the family's) RTT history.
-//! - When the most recently started attempt fails, or nothing is in flight, the next starts at
-//!   once (reference profile P4); the failure of an older attempt does not advance.
-//! - Never two starts within 10 ms (RFC 8305 §5 "MUST NOT").
+//!   [`FallbackPolicy::attempt_delay_for`] with the route's (or the family's) RTT history. The
+//!   10 ms floor of RFC 8305 §5 bounds the CAD, so these timer-driven starts are at least 10 ms
+//!   apart.
+//! - When the most recently started attempt has ended (it failed, timed out or asked for a
+//!   follow-up), or nothing is in flight, the next one starts at that same instant (reference
+//!   profile P4, R-30: what Go, curl, Python, Chromium and the Mozilla crate do). Such a start
+//!   is serial, so it needs no floor. [`StartFloor::EveryStart`] keeps the literal reading
+//!   instead: 10 ms between any two starts. The failure of an older attempt does not advance.
 //! - In TLS mode, a TCP connect of the timer's owner moves the timer to
 //!   `max(deadline, t_tcp + CAD)` (HEv3 §6.1, profile P6).
 //! - When the list runs out the timer is disarmed but its deadline is kept for endpoints that
@@ -40,13 +40,28 @@
 //!
 //! ## The driver contract
 //!
-//! `now` never goes backwards across calls. After handling the events of one instant, drain
-//! [`FastFallbackExchangeFinder::poll_output`] until `None`, then sleep until
-//! [`FastFallbackExchangeFinder::poll_timeout`] or the next event.
+//! The methods come in the four kinds quinn-proto names:
+//! - inputs, `handle_*(.., now)`: DNS answers ([`FastFallbackExchangeFinder::handle_dns`]),
+//!   attempt progress, pooled connections, and expired timers
+//!   ([`FastFallbackExchangeFinder::handle_timeout`]);
+//! - mutators: [`FastFallbackExchangeFinder::abandon`],
+//!   [`FastFallbackExchangeFinder::next_exchange`];
+//! - outputs, `poll_*`: [`FastFallbackExchangeFinder::poll_output`] (what to do now),
+//!   [`FastFallbackExchangeFinder::poll_timeout`] (when to call `handle_timeout`), and
+//!   [`FastFallbackExchangeFinder::drain_lessons`] (what route memory should learn);
+//! - getters.
+//!
+//! `now` never goes backwards across calls. After handing in everything that happened at one
+//! instant (and calling `handle_timeout` if `poll_timeout` has passed), drain `poll_output`
+//! until `None`, then sleep until `poll_timeout` or the next event. The race decides only when
+//! it is polled, so inputs of the same instant can be handed in in any order.
+//!
+//! The race calls out to nothing: sources and route memory come in as data, lessons go out as
+//! data, and every random choice comes from [`RaceInput::seed`]. The same inputs at the same
+//! times give the same outputs.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::time::Duration;
 
 use fastfallback_proto::{
@@ -54,78 +69,89 @@ use fastfallback_proto::{
     DnsAnswer, Family, Instant, Output, Phase, PooledId, QueryKind, RaceError, RaceErrorKind,
     Winner,
 };
-use fastfallback_route::order::{OrderContext, Orderable, order};
+use fastfallback_route::order::{FamilyPreference, OrderContext, Orderable, order};
 use fastfallback_route::{
-    Address, Connectivity, Host, Resolution, Route, RouteDatabase, Scheme, SourceSelector,
+    Address, Connectivity, Host, Lesson, LessonKind, MemoryView, Resolution, Route, Scheme, Source,
+    SourceOf, Zone,
 };
 
+use crate::attempt::{AttemptRecord, AttemptState};
 use crate::policy::HARD_MIN_ATTEMPT_DELAY;
-use crate::{ConnectPlan, FallbackPolicy, TlsStep, WinAt};
+use crate::timer::{Timer, TimerTable};
+use crate::{ConnectPlan, FallbackPolicy, StartFloor, TlsStep, WinAt};
 
-/// What a race needs from its surroundings besides the policy: how the host reaches the
-/// network, and the shared route memory.
-#[derive(Clone)]
-pub struct RaceEnv {
-    /// Source address selection for RFC 6724 (the driver's UDP probe, or a model in tests).
-    pub sources: Arc<dyn SourceSelector>,
-    /// Route memory shared by all races of a client, if any.
-    pub db: Option<Arc<RouteDatabase>>,
-    /// Which families work and the NAT64 prefix.
+/// What a race takes in besides the origin and the policy: all of it plain data.
+#[derive(Clone, Debug)]
+pub struct RaceInput {
+    /// Which families the host can use, and its NAT64 prefix.
     pub connectivity: Connectivity,
+    /// What route memory knows about this origin on this network
+    /// ([`fastfallback_route::RouteDatabase::view`]).
+    pub memory: MemoryView,
+    /// Seeds every random choice of the race (today: whether it ignores history, see
+    /// [`fastfallback_route::RouteMemory::explore_one_in`]).
+    pub seed: u64,
 }
 
-/// How an attempt ended.
-#[derive(Clone, Debug, Eq, PartialEq)]
-pub enum AttemptOutcome {
-    /// It won the race.
-    Won,
-    /// It failed.
-    Failed(AttemptError),
-    /// It asked for a follow-up plan instead of finishing (not an error).
-    FollowedUp,
-    /// The race stopped it.
-    Cancelled(CancelReason),
-}
+impl RaceInput {
+    /// Input for a host with `connectivity`, no route memory, seed 0.
+    pub fn new(connectivity: Connectivity) -> Self {
+        Self {
+            connectivity,
+            memory: MemoryView::disabled(),
+            seed: 0,
+        }
+    }
 
-/// Everything the race knows about one attempt: the basis of its report.
-#[derive(Clone, Debug, Eq, PartialEq)]
-pub struct AttemptRecord {
-    /// The attempt.
-    pub id: AttemptId,
-    /// What it did.
-    pub plan: ConnectPlan,
-    /// When it started.
-    pub started: Instant,
-    /// When its TCP handshake finished, if it did.
-    pub tcp_connected: Option<Instant>,
-    /// When it ended, if it has.
-    pub ended: Option<Instant>,
-    /// How it ended, if it has.
-    pub outcome: Option<AttemptOutcome>,
-    /// The ALPN protocol the server chose, for a winner.
-    pub alpn: Option<Alpn>,
-    timeout_at: Instant,
-    exchange: u32,
-    error: Option<AttemptError>,
-}
+    /// With route memory.
+    #[must_use]
+    pub fn memory(mut self, memory: MemoryView) -> Self {
+        self.memory = memory;
+        self
+    }
 
-impl AttemptRecord {
-    fn in_flight(&self) -> bool {
-        self.outcome.is_none()
+    /// With a seed.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 }
 
+/// Where the race is (see the module's state diagram).
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
-enum EndpointState {
-    Untried,
-    Attempted,
+pub enum RacePhase {
+    /// Waiting for DNS to allow the first attempt (HEv3 §4.2).
+    Resolving,
+    /// Attempts may start.
+    Racing,
+    /// One attempt won at TCP and does TLS alone; nothing else starts ([`WinAt::Tcp`]).
+    TlsOwner(AttemptId),
+    /// Won. Queries still pending are kept for the DNS tail.
+    Won {
+        /// What won.
+        winner: Winner,
+        /// When.
+        at: Instant,
+    },
+    /// Lost: every cause went out in [`Output::Failed`].
+    Failed,
+    /// The caller gave up.
+    Abandoned,
 }
 
-#[derive(Clone, Debug)]
+impl RacePhase {
+    fn is_running(self) -> bool {
+        matches!(self, Self::Resolving | Self::Racing | Self::TlsOwner(_))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
 struct Endpoint {
     logical: IpAddr,
     target: SocketAddr,
-    state: EndpointState,
+    source: Option<Source>,
+    tried: bool,
 }
 
 impl Orderable for Endpoint {
@@ -135,39 +161,39 @@ impl Orderable for Endpoint {
     fn target(&self) -> SocketAddr {
         self.target
     }
+    fn source(&self) -> Option<Source> {
+        self.source
+    }
 }
 
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
-enum State {
-    Racing,
-    Won { at: Instant },
-    Failed,
-    Abandoned,
+/// The pacing of starts: the latest start and the Connection Attempt Delay deadline after it
+/// (kept after the list runs out, profile P7).
+#[derive(Clone, Copy, Debug, Default)]
+struct Pacing {
+    last_start: Option<Instant>,
+    latest: Option<AttemptId>,
+    next_at: Option<Instant>,
 }
 
 /// The race for one origin, as a deterministic state machine (see the module docs for the
 /// rules, the state diagram and the driver contract).
 ///
 /// ```
-/// use fastfallback_plan::{FastFallbackExchangeFinder, FallbackPolicy, RaceEnv};
+/// use fastfallback_plan::{FastFallbackExchangeFinder, FallbackPolicy, RaceInput};
 /// use fastfallback_proto::{AttemptEvent, DnsAnswer, Instant, Output, QueryKind, Winner};
-/// use fastfallback_route::{Address, Connectivity, HostModel};
-/// use std::sync::Arc;
+/// use fastfallback_route::{Address, Connectivity};
 ///
-/// let env = RaceEnv {
-///     sources: Arc::new(HostModel::e0()),
-///     db: None,
-///     connectivity: Connectivity::DUAL_STACK,
-/// };
 /// let addr = Address::parse("tcp://example.com:80").unwrap();
 /// let t0 = Instant::from_millis(0);
-/// let mut race = FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), env, t0);
+/// let input = RaceInput::new(Connectivity::DUAL_STACK);
+/// let mut race = FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, t0);
 /// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(QueryKind::Aaaa)));
 /// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(QueryKind::A)));
 /// assert_eq!(race.poll_output(t0), None);
 ///
 /// let t20 = Instant::from_millis(20);
-/// race.handle_dns(QueryKind::Aaaa, DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]), t20);
+/// let answer = DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]);
+/// race.handle_dns(QueryKind::Aaaa, answer, &[], t20);
 /// let Some(Output::StartAttempt { id, plan }) = race.poll_output(t20) else { panic!() };
 /// assert_eq!(plan.route.target.to_string(), "[2001:db8::a]:80");
 ///
@@ -178,10 +204,14 @@ enum State {
 pub struct FastFallbackExchangeFinder {
     policy: FallbackPolicy,
     address: Address,
-    env: RaceEnv,
+    connectivity: Connectivity,
+    memory: MemoryView,
+    history_ignored: bool,
+    lessons: Vec<Lesson>,
     resolution: Resolution,
     queries: Vec<QueryKind>,
     queries_sent: bool,
+    sources: Vec<SourceOf>,
     endpoints: Vec<Endpoint>,
     order_dirty: bool,
     attempts: Vec<AttemptRecord>,
@@ -189,48 +219,99 @@ pub struct FastFallbackExchangeFinder {
     out: VecDeque<Output<ConnectPlan>>,
     exchange: u32,
     started: Instant,
-    deadline: Instant,
-    last_start: Option<Instant>,
-    next_attempt_at: Option<Instant>,
-    latest: Option<AttemptId>,
-    latest_failed: bool,
-    tls_owner: Option<AttemptId>,
-    state: State,
-    tail_done: bool,
+    phase: RacePhase,
+    pacing: Pacing,
+    timers: TimerTable,
     last_now: Instant,
+}
+
+/// SplitMix64: one step of a small, well-mixed generator (the race's only randomness).
+fn splitmix64(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 impl FastFallbackExchangeFinder {
     /// A race for `address`, starting at `now`.
-    pub fn new(address: Address, policy: FallbackPolicy, env: RaceEnv, now: Instant) -> Self {
-        let mut conn = env.connectivity;
-        conn.v6 &= policy.family.allows(Family::V6);
-        conn.v4 &= policy.family.allows(Family::V4);
+    pub fn new(address: Address, policy: FallbackPolicy, input: RaceInput, now: Instant) -> Self {
+        let RaceInput {
+            mut connectivity,
+            mut memory,
+            seed,
+        } = input;
+        connectivity.v6 &= policy.family.allows(Family::V6);
+        connectivity.v4 &= policy.family.allows(Family::V4);
+        let explore = policy.route_memory.explore_one_in;
+        let history_ignored = explore > 0
+            && !memory.is_empty()
+            && splitmix64(seed).is_multiple_of(u64::from(explore));
+        if history_ignored {
+            memory.forget();
+        }
         let (host, _) = address.connect_host();
         let (resolution, queries) = match host {
-            Host::Ip(ip) => (Resolution::literal(*ip, conn), Vec::new()),
+            Host::Ip(ip) => {
+                let scoped = matches!(address.zone(), Some(Zone::Index(_)));
+                let mut r = Resolution::fixed(&[*ip], scoped, connectivity);
+                if let Some(Zone::Name(n)) = address.zone() {
+                    r.note_skipped(
+                        ip.to_string(),
+                        format!("zone {n:?} was not turned into an interface index"),
+                    );
+                }
+                (r, Vec::new())
+            }
+            Host::Name(_) if host.is_localhost() => {
+                // RFC 6761 §6.3: localhost names are the loopback addresses, never DNS.
+                let loopback = [
+                    IpAddr::V6(Ipv6Addr::LOCALHOST),
+                    IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                ];
+                (
+                    Resolution::fixed(&loopback, false, connectivity),
+                    Vec::new(),
+                )
+            }
             Host::Name(_) => {
                 let https = policy.query_https
                     && address.scheme() != Scheme::Tcp
                     && address.proxy().is_none();
-                let q = conn.queries(https);
-                (
-                    Resolution::new(&q, conn, policy.resolution_delay, policy.answer_limits),
-                    q,
-                )
+                let q = connectivity.queries(https);
+                let preferred = match policy.family {
+                    FamilyPreference::V6First | FamilyPreference::V6Only => Family::V6,
+                    FamilyPreference::V4First | FamilyPreference::V4Only => Family::V4,
+                    FamilyPreference::Auto => connectivity.preferred_family(),
+                };
+                let r = Resolution::new(
+                    &q,
+                    connectivity,
+                    preferred,
+                    policy.resolution_delay,
+                    policy.answer_limits,
+                );
+                (r, q)
             }
         };
-        let deadline = now + policy.connect_timeout;
+        let phase = if resolution.moved_on() {
+            RacePhase::Racing
+        } else {
+            RacePhase::Resolving
+        };
+        let mut timers = TimerTable::default();
+        timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
         let mut race = Self {
             policy,
             address,
-            env: RaceEnv {
-                connectivity: conn,
-                ..env
-            },
+            connectivity,
+            memory,
+            history_ignored,
+            lessons: Vec::new(),
             resolution,
             queries,
             queries_sent: false,
+            sources: Vec::new(),
             endpoints: Vec::new(),
             order_dirty: false,
             attempts: Vec::new(),
@@ -238,34 +319,47 @@ impl FastFallbackExchangeFinder {
             out: VecDeque::new(),
             exchange: 0,
             started: now,
-            deadline,
-            last_start: None,
-            next_attempt_at: None,
-            latest: None,
-            latest_failed: false,
-            tls_owner: None,
-            state: State::Racing,
-            tail_done: false,
+            phase,
+            pacing: Pacing::default(),
+            timers,
             last_now: now,
         };
         race.sync_endpoints();
         race
     }
 
-    /// Takes in one DNS answer. Answers after a win are accepted for the DNS tail and start
-    /// nothing (HEv3 §6).
-    pub fn handle_dns(&mut self, kind: QueryKind, answer: DnsAnswer, now: Instant) {
+    // ---- inputs ----
+
+    /// Takes in one DNS answer, with the source address of each of its destinations
+    /// ([`Connectivity::destinations`]), found by the driver. A destination without an entry
+    /// is sorted as if the host had a matching source for it. Answers after a win are taken for
+    /// the DNS tail and start nothing (HEv3 §6).
+    pub fn handle_dns(
+        &mut self,
+        kind: QueryKind,
+        answer: DnsAnswer,
+        sources: &[SourceOf],
+        now: Instant,
+    ) {
         let now = self.clock(now);
-        match self.state {
-            State::Racing => {
+        match self.phase {
+            RacePhase::Resolving | RacePhase::Racing | RacePhase::TlsOwner(_) => {
+                for s in sources {
+                    match self.sources.iter_mut().find(|k| k.dst == s.dst) {
+                        Some(known) => *known = *s,
+                        None => self.sources.push(*s),
+                    }
+                }
                 self.resolution.handle_answer(kind, answer, now);
                 self.sync_endpoints();
+                self.try_move_on(now);
             }
-            // The DNS tail: the answer is taken (so the query is no longer pending) and starts
-            // nothing. Caching it is the driver's job.
-            State::Won { .. } => self.resolution.handle_answer(kind, answer, now),
-            State::Failed | State::Abandoned => {}
+            // The DNS tail: the answer is taken (the query is no longer pending) and starts
+            // nothing. Caching it is the resolver's job.
+            RacePhase::Won { .. } => self.resolution.handle_answer(kind, answer, now),
+            RacePhase::Failed | RacePhase::Abandoned => {}
         }
+        self.rearm();
     }
 
     /// Takes in progress of one attempt. Events for unknown or finished attempts are ignored.
@@ -283,26 +377,32 @@ impl FastFallbackExchangeFinder {
             AttemptEvent::TcpConnected => self.on_tcp_connected(i, now),
             AttemptEvent::Connected(alpn) => {
                 if self.attempts[i].tcp_connected.is_none() {
-                    self.attempts[i].tcp_connected = Some(now);
-                    self.record_rtt(i, now);
+                    self.note_tcp(i, now);
                 }
                 self.attempts[i].alpn = alpn;
                 self.win(Winner::Attempt(id), Some(i), now);
             }
             AttemptEvent::Failed { error, follow_up } => {
-                if let Some(db) = &self.env.db {
-                    db.failed(self.attempts[i].plan.route.target, error.kind, now);
-                }
-                self.end_attempt(i, AttemptOutcome::Failed(error.clone()), Some(error), now);
+                let target = self.attempts[i].plan.route.target;
+                self.learn(
+                    target,
+                    now,
+                    LessonKind::Failed {
+                        kind: error.kind,
+                        phase: error.phase,
+                    },
+                );
+                self.end(i, AttemptState::Failed(error), now);
                 if let Some(plan) = follow_up {
                     self.deferred.push_front(plan);
                 }
             }
             AttemptEvent::FollowUp(plan) => {
-                self.end_attempt(i, AttemptOutcome::FollowedUp, None, now);
+                self.end(i, AttemptState::FollowedUp, now);
                 self.deferred.push_front(plan);
             }
         }
+        self.rearm();
     }
 
     /// Offers a pooled connection that became usable mid-race (for example another call's new
@@ -310,83 +410,122 @@ impl FastFallbackExchangeFinder {
     /// whether it was taken: `false` once the race has ended.
     pub fn handle_pooled(&mut self, pooled: PooledId, now: Instant) -> bool {
         let now = self.clock(now);
-        if self.state != State::Racing {
+        if !self.phase.is_running() {
             return false;
         }
         self.win(Winner::Pooled(pooled), None, now);
+        self.rearm();
         true
     }
 
-    /// The caller gave up: every attempt in flight is cancelled and nothing more starts.
+    /// Fires every timer that has expired at `now` (see [`Timer`]). Call it when
+    /// [`Self::poll_timeout`] has passed; calling it early does nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock(now);
+        for timer in self.timers.expire(now) {
+            match timer {
+                Timer::Deadline => {
+                    if self.phase.is_running() {
+                        self.fail(RaceErrorKind::TimedOut, now);
+                    }
+                }
+                Timer::AttemptTimeout => {
+                    for i in 0..self.attempts.len() {
+                        let a = &self.attempts[i];
+                        if a.in_flight() && a.timeout_at <= now {
+                            self.cancel(i, CancelReason::AttemptTimeout, now);
+                        }
+                    }
+                }
+                Timer::ResolutionDelay => self.try_move_on(now),
+                // Firing opens the start gate; the next poll starts the attempt.
+                Timer::NextAttempt => {}
+                Timer::DnsTail => self.cancel_queries(),
+            }
+        }
+        self.rearm();
+    }
+
+    // ---- mutators ----
+
+    /// The caller gave up: every attempt in flight is cancelled, pending queries are dropped
+    /// and nothing more starts. What the race learned so far stays in
+    /// [`Self::drain_lessons`].
     pub fn abandon(&mut self, now: Instant) {
         let now = self.clock(now);
-        if self.state == State::Racing {
+        if self.phase.is_running() {
             self.cancel_in_flight(CancelReason::Abandoned, None, now);
-            self.state = State::Abandoned;
+            self.phase = RacePhase::Abandoned;
         }
-        for kind in self.resolution.pending_kinds() {
-            self.out.push_back(Output::CancelQuery(kind));
-        }
-        self.tail_done = true;
+        self.cancel_queries();
+        self.timers.stop_all();
     }
 
     /// Starts the next exchange on the same finder after a win, reusing queued plans first
     /// (OkHttp's `find()` called again: FF-7, FF-8). The deadline restarts at `now`.
     pub fn next_exchange(&mut self, now: Instant) {
         let now = self.clock(now);
-        if let State::Won { .. } = self.state {
-            self.state = State::Racing;
+        if let RacePhase::Won { .. } = self.phase {
+            self.phase = RacePhase::Racing;
             self.exchange += 1;
             self.started = now;
-            self.deadline = now + self.policy.connect_timeout;
-            self.tls_owner = None;
+            self.timers.set(Timer::DnsTail, None);
+            self.timers
+                .set(Timer::Deadline, Some(now + self.policy.connect_timeout));
         }
+        self.rearm();
     }
 
-    /// The next thing for the driver to do at `now`, if any. Deadlines that have passed are
-    /// acted on first.
+    // ---- outputs ----
+
+    /// The next thing for the driver to do at `now`, if any.
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<ConnectPlan>> {
         let now = self.clock(now);
         if self.out.is_empty() {
-            self.advance(now);
+            self.decide(now);
+            self.rearm();
         }
         self.out.pop_front()
     }
 
-    /// The next instant at which the race wants [`Self::poll_output`] called even if nothing
-    /// happens before. `None` when only outside events can move it.
+    /// When [`Self::handle_timeout`] should be called next, even if nothing else happens: the
+    /// earliest armed [`Timer`]. `None` when only outside events can move the race.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
-            State::Won { at } if !self.tail_done && self.resolution.pending() => {
-                return Some(at + self.policy.dns_tail);
-            }
-            State::Racing => {}
-            _ => return None,
-        }
-        let mut t = Some(self.deadline);
-        let mut consider = |c: Option<Instant>| {
-            if let Some(c) = c {
-                t = Some(t.map_or(c, |t| t.min(c)));
-            }
-        };
-        consider(self.resolution.deadline());
-        for a in self.attempts.iter().filter(|a| a.in_flight()) {
-            consider(Some(a.timeout_at));
-        }
-        if self.has_candidate() && self.tls_owner.is_none() {
-            consider(Some(self.launch_allowed_at()));
-        }
-        t
+        self.timers.next()
+    }
+
+    /// Takes what the race learned since the last call, in the order it learned it: the
+    /// driver applies these to the shared [`fastfallback_route::RouteDatabase`].
+    pub fn drain_lessons(&mut self) -> std::vec::Drain<'_, Lesson> {
+        self.lessons.drain(..)
+    }
+
+    // ---- getters ----
+
+    /// Where the race is.
+    pub fn phase(&self) -> RacePhase {
+        self.phase
     }
 
     /// Whether the race has ended (won, failed or abandoned).
     pub fn is_finished(&self) -> bool {
-        self.state != State::Racing
+        !self.phase.is_running()
+    }
+
+    /// Whether this race ignored route memory, as one race in
+    /// [`fastfallback_route::RouteMemory::explore_one_in`] does.
+    pub fn history_ignored(&self) -> bool {
+        self.history_ignored
     }
 
     /// Every attempt so far, in start order.
     pub fn attempts(&self) -> &[AttemptRecord] {
         &self.attempts
+    }
+
+    /// One attempt's record.
+    pub fn attempt(&self, id: AttemptId) -> Option<&AttemptRecord> {
+        self.attempts.get(Self::index_of(id))
     }
 
     /// Every attempt, in start order, taking the race apart (for a report kept after the race,
@@ -405,10 +544,19 @@ impl FastFallbackExchangeFinder {
         self.endpoints.iter().map(|e| e.target).collect()
     }
 
-    /// When the next attempt may start, if one is waiting and the timer is armed.
+    /// When the next attempt may start, if one is waiting for the timer.
     pub fn next_attempt_timer(&self) -> Option<Instant> {
-        (self.state == State::Racing && self.has_candidate() && self.tls_owner.is_none())
-            .then(|| self.launch_allowed_at())
+        self.timers.get(Timer::NextAttempt)
+    }
+
+    /// When the DNS tail ends, while a won race still waits for answers (HEv3 §6).
+    pub fn dns_tail_deadline(&self) -> Option<Instant> {
+        self.timers.get(Timer::DnsTail)
+    }
+
+    /// The queries not yet answered.
+    pub fn pending_queries(&self) -> Vec<QueryKind> {
+        self.resolution.pending_kinds()
     }
 
     /// The origin.
@@ -428,9 +576,63 @@ impl FastFallbackExchangeFinder {
         self.last_now
     }
 
+    fn index_of(id: AttemptId) -> usize {
+        // Ids are handed out from AttemptId::FIRST, one per attempt, in order.
+        id.get() as usize - 1
+    }
+
     fn live_index(&self, id: AttemptId) -> Option<usize> {
-        let i = usize::try_from(id.0).ok()?;
+        let i = Self::index_of(id);
         self.attempts.get(i).filter(|a| a.in_flight()).map(|_| i)
+    }
+
+    fn latest_ended(&self) -> bool {
+        self.pacing
+            .latest
+            .and_then(|id| self.attempt(id))
+            .is_some_and(|a| !a.in_flight())
+    }
+
+    fn learn(&mut self, target: SocketAddr, at: Instant, kind: LessonKind) {
+        if !self.memory.is_enabled() {
+            return;
+        }
+        let lesson = Lesson { target, at, kind };
+        self.memory.learn(&lesson);
+        self.lessons.push(lesson);
+    }
+
+    fn try_move_on(&mut self, now: Instant) {
+        if self.phase == RacePhase::Resolving && self.resolution.poll(now) {
+            self.phase = RacePhase::Racing;
+        }
+    }
+
+    /// Re-derives the timers that follow the race's state.
+    fn rearm(&mut self) {
+        let running = self.phase.is_running();
+        let attempt_timeout = self
+            .attempts
+            .iter()
+            .filter(|a| a.in_flight())
+            .map(|a| a.timeout_at)
+            .min();
+        self.timers
+            .set(Timer::AttemptTimeout, attempt_timeout.filter(|_| running));
+        let rd = match self.phase {
+            RacePhase::Resolving => self.resolution.deadline(),
+            _ => None,
+        };
+        self.timers.set(Timer::ResolutionDelay, rd);
+        let next =
+            (self.phase == RacePhase::Racing && self.has_candidate()).then(|| self.launch_gate());
+        self.timers.set(Timer::NextAttempt, next);
+        if !running {
+            self.timers.set(Timer::Deadline, None);
+        }
+        if !matches!(self.phase, RacePhase::Won { .. }) || !self.resolution.pending() {
+            self.timers.set(Timer::DnsTail, None);
+        }
     }
 
     /// Reconciles the endpoint list with the current DNS answers: new addresses are added,
@@ -444,27 +646,48 @@ impl FastFallbackExchangeFinder {
             .unwrap_or_else(|| self.address.connect_host().1);
         let before = self.endpoints.len();
         self.endpoints
-            .retain(|e| e.state == EndpointState::Attempted || desired.contains(&e.logical));
+            .retain(|e| e.tried || desired.contains(&e.logical));
         let mut changed = before != self.endpoints.len();
+        let scope = self.address.scope_id().unwrap_or(0);
         for ip in desired {
             if self.endpoints.iter().any(|e| e.logical == ip) {
                 continue;
             }
-            let target = SocketAddr::new(self.env.connectivity.connect_ip(ip), port);
+            if !self.policy.family.allows(Family::of(ip)) {
+                let why = format!("the policy allows no {}", Family::of(ip));
+                self.resolution.note_skipped(ip.to_string(), why);
+                continue;
+            }
+            let target = match self.connectivity.connect_ip(ip) {
+                IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
+                v4 => SocketAddr::new(v4, port),
+            };
+            let source = self.source_of(ip);
             self.endpoints.push(Endpoint {
                 logical: ip,
                 target,
-                state: EndpointState::Untried,
+                source,
+                tried: false,
             });
             changed = true;
         }
         self.order_dirty |= changed;
     }
 
+    /// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724
+    /// §6 pairs them with loopback sources); a destination the driver said nothing about is
+    /// treated as having a matching source, so it keeps its DNS position.
+    fn source_of(&self, dst: IpAddr) -> Option<Source> {
+        if let Some(s) = self.sources.iter().find(|s| s.dst == dst) {
+            return s.source;
+        }
+        let len = if dst.is_ipv4() { 32 } else { 128 };
+        Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
+    }
+
     fn reorder(&mut self, now: Instant) {
         let ctx = OrderContext {
-            sources: self.env.sources.as_ref(),
-            db: self.env.db.as_deref().filter(|db| db.config().enabled),
+            memory: Some(&self.memory).filter(|m| m.is_enabled()),
             preference: self.policy.family,
             preferred_family_count: self.policy.preferred_family_count,
             slower_margin: self.policy.min_attempt_delay,
@@ -476,22 +699,22 @@ impl FastFallbackExchangeFinder {
 
     fn has_candidate(&self) -> bool {
         !self.deferred.is_empty()
-            || (self.resolution.moved_on()
-                && self
-                    .endpoints
-                    .iter()
-                    .any(|e| e.state == EndpointState::Untried))
+            || (self.resolution.moved_on() && self.endpoints.iter().any(|e| !e.tried))
     }
 
-    fn launch_allowed_at(&self) -> Instant {
-        let at = match self.last_start {
+    /// When the next attempt may start: see the module's launch rules.
+    fn launch_gate(&self) -> Instant {
+        let at = match self.pacing.last_start {
             None => self.started,
             Some(last) => {
                 let floor = last + HARD_MIN_ATTEMPT_DELAY;
-                if self.in_flight() == 0 || self.latest_failed {
-                    floor
+                if self.in_flight() == 0 || self.latest_ended() {
+                    match self.policy.start_floor {
+                        StartFloor::TimerDriven => last,
+                        StartFloor::EveryStart => floor,
+                    }
                 } else {
-                    self.next_attempt_at.map_or(floor, |t| t.max(floor))
+                    self.pacing.next_at.map_or(floor, |t| t.max(floor))
                 }
             }
         };
@@ -508,110 +731,71 @@ impl FastFallbackExchangeFinder {
     /// standard puts on waiting for AAAA). Without this, a second contact whose AAAA answer
     /// happens to arrive first would start the remembered-bad route anyway.
     fn second_choice_hold(&self) -> Option<Instant> {
-        if !self.deferred.is_empty() || !self.resolution.pending() {
+        if !self.deferred.is_empty() || !self.resolution.pending() || !self.memory.is_enabled() {
             return None;
         }
-        let db = self.env.db.as_ref().filter(|db| db.config().enabled)?;
         let first = self.resolution.first_positive_at()?;
-        let next = self
-            .endpoints
-            .iter()
-            .find(|e| e.state == EndpointState::Untried)?;
+        let next = self.endpoints.iter().find(|e| !e.tried)?;
         let now = self.last_now;
         let family = Family::of(next.logical);
-        let second_choice = db.is_postponed(next.target, now)
-            || db.family_path_failed(family, now)
-            || db.family_is_worse(family, self.policy.min_attempt_delay, now);
+        let m = &self.memory;
+        let second_choice = m.is_postponed(next.target, now)
+            || m.family_path_failed(family, now)
+            || m.family_is_worse(family, self.policy.min_attempt_delay, now);
         second_choice.then(|| first + self.policy.resolution_delay)
     }
 
-    fn advance(&mut self, now: Instant) {
+    /// Decides what to do at `now`: send the queries, start what may start, or fail.
+    fn decide(&mut self, now: Instant) {
         if !self.queries_sent {
             self.queries_sent = true;
             for &q in &self.queries {
                 self.out.push_back(Output::StartQuery(q));
             }
         }
-        match self.state {
-            State::Racing => {}
-            State::Won { at } => {
-                if !self.tail_done && now >= at + self.policy.dns_tail {
-                    self.tail_done = true;
-                    for kind in self.resolution.pending_kinds() {
-                        self.out.push_back(Output::CancelQuery(kind));
-                    }
+        if self.phase == RacePhase::Racing {
+            if self.order_dirty {
+                self.reorder(now);
+            }
+            while self.phase == RacePhase::Racing
+                && self.has_candidate()
+                && now >= self.launch_gate()
+            {
+                if self.in_flight() >= self.policy.max_concurrent_attempts.get() {
+                    self.evict_oldest(now);
                 }
-                return;
-            }
-            State::Failed | State::Abandoned => return,
-        }
-        if now >= self.deadline {
-            self.fail(RaceErrorKind::TimedOut, now);
-            return;
-        }
-        for i in 0..self.attempts.len() {
-            let a = &self.attempts[i];
-            if a.in_flight() && now >= a.timeout_at {
-                let err = AttemptError::new(
-                    AttemptErrorKind::TimedOut,
-                    if a.tcp_connected.is_some() {
-                        Phase::Tls
-                    } else {
-                        Phase::Tcp
-                    },
-                    format!("no answer within {:?}", self.policy.attempt_timeout),
-                );
-                if let Some(db) = &self.env.db {
-                    db.failed(a.plan.route.target, AttemptErrorKind::TimedOut, now);
+                if !self.launch(now) {
+                    break;
                 }
-                self.out.push_back(Output::CancelAttempt {
-                    id: AttemptId(i as u32),
-                    reason: CancelReason::AttemptTimeout,
-                });
-                self.end_attempt(
-                    i,
-                    AttemptOutcome::Cancelled(CancelReason::AttemptTimeout),
-                    Some(err),
-                    now,
-                );
             }
         }
-        if self.resolution.poll(now) && self.order_dirty {
-            self.reorder(now);
-        }
-        while self.tls_owner.is_none() && self.has_candidate() && now >= self.launch_allowed_at() {
-            if self.in_flight() >= self.policy.max_concurrent_attempts.get() {
-                self.evict_oldest(now);
-            }
-            self.launch(now);
-        }
-        let nothing_left = self.in_flight() == 0
-            && self.tls_owner.is_none()
+        let idle = matches!(self.phase, RacePhase::Resolving | RacePhase::Racing)
+            && self.in_flight() == 0
             && !self.has_candidate()
             && !self.resolution.pending();
-        if nothing_left {
-            let exchange_attempts = self.attempts.iter().any(|a| a.exchange == self.exchange);
-            let kind = if exchange_attempts {
-                RaceErrorKind::AllAttemptsFailed
-            } else {
-                RaceErrorKind::NoAddresses
+        if idle {
+            let tried = self.attempts.iter().any(|a| a.exchange == self.exchange);
+            let kind = match self.resolution.unroutable_family() {
+                _ if tried => RaceErrorKind::AllAttemptsFailed,
+                Some(family) if self.endpoints.is_empty() => {
+                    RaceErrorKind::NetworkUnreachable(family)
+                }
+                _ => RaceErrorKind::NoAddresses,
             };
             self.fail(kind, now);
         }
     }
 
-    fn launch(&mut self, now: Instant) {
+    /// Starts the next plan: a queued one first, else the next untried endpoint. Returns
+    /// whether one started.
+    fn launch(&mut self, now: Instant) -> bool {
         let plan = match self.deferred.pop_front() {
             Some(plan) => plan,
             None => {
-                let Some(e) = self
-                    .endpoints
-                    .iter_mut()
-                    .find(|e| e.state == EndpointState::Untried)
-                else {
-                    return;
+                let Some(e) = self.endpoints.iter_mut().find(|e| !e.tried) else {
+                    return false;
                 };
-                e.state = EndpointState::Attempted;
+                e.tried = true;
                 let route = Route {
                     target: e.target,
                     logical: e.logical,
@@ -620,26 +804,39 @@ impl FastFallbackExchangeFinder {
                 ConnectPlan::new(route, self.tls_step())
             }
         };
-        let id = AttemptId(self.attempts.len() as u32);
+        let id = match self.attempts.last() {
+            None => AttemptId::FIRST,
+            Some(a) => match a.id.next() {
+                Some(id) => id,
+                // Four billion attempts in one race: refuse to start more.
+                None => return false,
+            },
+        };
         let target = plan.route.target;
-        let timeout_at = (now + self.policy.attempt_timeout).min(self.deadline);
+        let deadline = self
+            .timers
+            .get(Timer::Deadline)
+            .unwrap_or(now + self.policy.connect_timeout);
+        let timeout_at = (now + self.policy.attempt_timeout).min(deadline);
         self.attempts.push(AttemptRecord {
             id,
             plan: plan.clone(),
             started: now,
             tcp_connected: None,
             ended: None,
-            outcome: None,
+            state: AttemptState::Connecting,
             alpn: None,
             timeout_at,
             exchange: self.exchange,
-            error: None,
         });
-        self.last_start = Some(now);
-        self.latest = Some(id);
-        self.latest_failed = false;
-        self.next_attempt_at = Some(now + self.attempt_delay(target));
+        let cad = self.attempt_delay(target).max(HARD_MIN_ATTEMPT_DELAY);
+        self.pacing = Pacing {
+            last_start: Some(now),
+            latest: Some(id),
+            next_at: Some(now + cad),
+        };
         self.out.push_back(Output::StartAttempt { id, plan });
+        true
     }
 
     fn tls_step(&self) -> Option<TlsStep> {
@@ -658,153 +855,154 @@ impl FastFallbackExchangeFinder {
     /// The Connection Attempt Delay after starting an attempt to `target` (profile P2): from
     /// the route's RTT, else the family's recent RTT on this network, else the fixed default.
     fn attempt_delay(&self, target: SocketAddr) -> Duration {
-        let srtt = self.env.db.as_ref().and_then(|db| {
-            db.srtt(target, self.last_now)
-                .or_else(|| db.family_srtt(Family::of(target.ip()), self.last_now))
-        });
+        let now = self.last_now;
+        let srtt = self
+            .memory
+            .srtt(target, now)
+            .or_else(|| self.memory.family_srtt(Family::of(target.ip()), now));
         self.policy.attempt_delay_for(srtt)
     }
 
+    /// Records the end of attempt `i`'s TCP handshake: a measured RTT sample.
+    fn note_tcp(&mut self, i: usize, now: Instant) {
+        let a = &mut self.attempts[i];
+        a.tcp_connected = Some(now);
+        let (target, rtt) = (a.plan.route.target, now - a.started);
+        self.learn(target, now, LessonKind::Connected { rtt });
+    }
+
     fn on_tcp_connected(&mut self, i: usize, now: Instant) {
-        self.attempts[i].tcp_connected = Some(now);
-        self.record_rtt(i, now);
+        if self.attempts[i].tcp_connected.is_some() {
+            return;
+        }
+        self.note_tcp(i, now);
         if self.attempts[i].plan.tls.is_none() {
             return;
         }
+        self.attempts[i].state = AttemptState::Securing;
         let id = self.attempts[i].id;
         match self.policy.win_at {
             WinAt::Tcp => {
                 // OkHttp R6: the TCP winner does TLS alone; the others stop now.
                 self.cancel_in_flight(CancelReason::LostRace, Some(id), now);
-                self.tls_owner = Some(id);
+                self.phase = RacePhase::TlsOwner(id);
             }
             WinAt::Handshake => {
                 // HEv3 §6.1, profile P6: extend the timer to an estimate of full establishment.
-                if self.latest == Some(id)
-                    && let Some(t) = self.next_attempt_at.filter(|t| now < *t)
+                if self.pacing.latest == Some(id)
+                    && let Some(t) = self.pacing.next_at.filter(|t| now < *t)
                 {
                     let cad = self.attempt_delay(self.attempts[i].plan.route.target);
-                    self.next_attempt_at = Some(t.max(now + cad));
+                    self.pacing.next_at = Some(t.max(now + cad));
                 }
             }
         }
     }
 
-    fn record_rtt(&self, i: usize, now: Instant) {
-        if let Some(db) = &self.env.db {
-            let a = &self.attempts[i];
-            db.connected(a.plan.route.target, now - a.started, now);
-        }
-    }
-
-    fn end_attempt(
-        &mut self,
-        i: usize,
-        outcome: AttemptOutcome,
-        error: Option<AttemptError>,
-        now: Instant,
-    ) {
+    /// Ends attempt `i` in `state`.
+    fn end(&mut self, i: usize, state: AttemptState, now: Instant) {
         let a = &mut self.attempts[i];
-        a.outcome = Some(outcome);
+        a.state = state;
         a.ended = Some(now);
-        a.error = error;
-        if self.latest == Some(a.id) {
-            self.latest_failed = true;
-        }
-        if self.tls_owner == Some(a.id) {
-            self.tls_owner = None;
+        if self.phase == RacePhase::TlsOwner(a.id) {
+            self.phase = RacePhase::Racing;
         }
     }
 
-    /// Cancels every attempt in flight except `keep`, in start order, queueing a retry copy of
-    /// each at the back (OkHttp's `cancelInFlightConnects`).
+    /// The one way the race stops an attempt, whatever the reason. The error records the step
+    /// the attempt was in; route memory learns a lower bound on the route's RTT if its TCP
+    /// handshake never finished, and a failure if it timed out; a loser's plan is queued for
+    /// reuse (OkHttp's deferred plans).
+    fn cancel(&mut self, i: usize, reason: CancelReason, now: Instant) {
+        let a = &self.attempts[i];
+        let (id, target, step) = (a.id, a.plan.route.target, a.state.step());
+        let elapsed = now - a.started;
+        let (kind, detail) = match reason {
+            CancelReason::AttemptTimeout => (
+                AttemptErrorKind::TimedOut,
+                format!("no answer within {:?}", self.policy.attempt_timeout),
+            ),
+            CancelReason::Deadline => (AttemptErrorKind::TimedOut, reason.to_string()),
+            CancelReason::LostRace | CancelReason::Evicted | CancelReason::Abandoned => {
+                (AttemptErrorKind::Cancelled, reason.to_string())
+            }
+        };
+        if step == Phase::Tcp {
+            self.learn(target, now, LessonKind::Unfinished { elapsed });
+        }
+        if reason == CancelReason::AttemptTimeout {
+            let phase = step;
+            self.learn(target, now, LessonKind::Failed { kind, phase });
+        }
+        if reason == CancelReason::LostRace {
+            self.deferred.push_back(self.attempts[i].plan.retry());
+        }
+        self.out.push_back(Output::CancelAttempt { id, reason });
+        let error = AttemptError::new(kind, step, detail);
+        self.end(i, AttemptState::Cancelled { reason, error }, now);
+    }
+
+    /// Cancels every attempt in flight except `keep`, in start order.
     fn cancel_in_flight(&mut self, reason: CancelReason, keep: Option<AttemptId>, now: Instant) {
         for i in 0..self.attempts.len() {
             let a = &self.attempts[i];
-            if !a.in_flight() || Some(a.id) == keep {
-                continue;
+            if a.in_flight() && Some(a.id) != keep {
+                self.cancel(i, reason, now);
             }
-            self.deferred.push_back(a.plan.retry());
-            let err =
-                AttemptError::new(AttemptErrorKind::Cancelled, Phase::Tcp, reason.to_string());
-            self.stop(i, reason, err, now);
         }
-    }
-
-    /// Stops attempt `i` from the race's side: the driver is told to cancel it, route memory
-    /// learns a lower bound on its RTT (if its handshake never finished), and it ends.
-    fn stop(&mut self, i: usize, reason: CancelReason, error: AttemptError, now: Instant) {
-        let a = &self.attempts[i];
-        if a.tcp_connected.is_none()
-            && let Some(db) = &self.env.db
-        {
-            db.unfinished(a.plan.route.target, now - a.started, now);
-        }
-        self.out
-            .push_back(Output::CancelAttempt { id: a.id, reason });
-        self.end_attempt(i, AttemptOutcome::Cancelled(reason), Some(error), now);
     }
 
     fn evict_oldest(&mut self, now: Instant) {
-        let Some(i) = self.attempts.iter().position(AttemptRecord::in_flight) else {
-            return;
-        };
-        let reason = CancelReason::Evicted;
-        let err = AttemptError::new(AttemptErrorKind::Cancelled, Phase::Tcp, reason.to_string());
-        let latest_failed = self.latest_failed;
-        self.stop(i, reason, err, now);
-        // Eviction makes room; it is not the failure of the latest attempt.
-        self.latest_failed = latest_failed;
+        if let Some(i) = self.attempts.iter().position(AttemptRecord::in_flight) {
+            self.cancel(i, CancelReason::Evicted, now);
+        }
+    }
+
+    fn cancel_queries(&mut self) {
+        for kind in self.resolution.pending_kinds() {
+            self.out.push_back(Output::CancelQuery(kind));
+        }
+        self.resolution.abandon_pending();
     }
 
     fn win(&mut self, winner: Winner, index: Option<usize>, now: Instant) {
         let keep = index.map(|i| self.attempts[i].id);
         self.cancel_in_flight(CancelReason::LostRace, keep, now);
         if let Some(i) = index {
-            self.end_attempt(i, AttemptOutcome::Won, None, now);
+            self.end(i, AttemptState::Won, now);
         }
-        self.tls_owner = None;
-        self.state = State::Won { at: now };
-        self.tail_done = !self.resolution.pending();
+        self.phase = RacePhase::Won { winner, at: now };
+        // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still
+        // fill the cache until `now + dns_tail`.
+        let tail = self
+            .resolution
+            .pending()
+            .then(|| now + self.policy.dns_tail);
+        self.timers.set(Timer::DnsTail, tail);
         self.out.push_back(Output::Done(winner));
     }
 
     fn fail(&mut self, kind: RaceErrorKind, now: Instant) {
         if kind == RaceErrorKind::TimedOut {
-            for i in 0..self.attempts.len() {
-                if !self.attempts[i].in_flight() {
-                    continue;
-                }
-                let a = &self.attempts[i];
-                let phase = if a.tcp_connected.is_some() {
-                    Phase::Tls
-                } else {
-                    Phase::Tcp
-                };
-                let err =
-                    AttemptError::new(AttemptErrorKind::TimedOut, phase, "connect deadline passed");
-                self.stop(i, CancelReason::Deadline, err, now);
-            }
+            self.cancel_in_flight(CancelReason::Deadline, None, now);
         }
         let attempts = self
             .attempts
             .iter()
             .filter(|a| a.exchange == self.exchange)
             .filter_map(|a| {
-                a.error.clone().map(|error| AttemptFailure {
+                a.error().map(|error| AttemptFailure {
                     id: a.id,
                     addr: a.plan.route.target,
                     started: a.started,
                     elapsed: a.ended.unwrap_or(now) - a.started,
-                    error,
+                    error: error.clone(),
                 })
             })
             .collect();
-        for k in self.resolution.pending_kinds() {
-            self.out.push_back(Output::CancelQuery(k));
-        }
-        self.tail_done = true;
-        self.state = State::Failed;
+        self.cancel_queries();
+        self.phase = RacePhase::Failed;
+        self.timers.stop_all();
         self.out.push_back(Output::Failed(RaceError {
             kind,
             attempts,
@@ -823,10 +1021,11 @@ impl std::fmt::Debug for FastFallbackExchangeFinder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastFallbackExchangeFinder")
             .field("address", &self.address)
-            .field("state", &self.state)
+            .field("phase", &self.phase)
             .field("attempts", &self.attempts.len())
             .field("in_flight", &self.in_flight())
             .field("deferred", &self.deferred.len())
+            .field("timers", &self.timers)
             .finish_non_exhaustive()
     }
 }

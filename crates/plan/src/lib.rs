@@ -8,28 +8,35 @@
 //! - [`FastFallbackExchangeFinder`]: takes DNS answers, attempt progress, pooled connections and
 //!   time; yields queries to send, attempts to start and cancel, and the result.
 //!
-//! The crate never reads a clock, sleeps or opens a socket. A driver feeds it:
+//! The crate never reads a clock, sleeps, opens a socket, takes a lock or calls back into its
+//! caller. A driver feeds it:
 //!
 //! ```text
 //!  loop {
 //!      for each event that happened:   finder.handle_dns / handle_attempt / handle_pooled(.., now)
+//!      if finder.poll_timeout() <= now: finder.handle_timeout(now)
 //!      while let Some(out) = finder.poll_output(now) { act on it }
 //!      sleep until finder.poll_timeout(), or until the next event
 //!  }
+//!  apply finder.drain_lessons() to the shared route memory
 //! ```
 //!
 //! See `crates/sim` for a scripted driver on virtual time, and `docs/architecture.md`.
 
 #![forbid(unsafe_code)]
 
+mod attempt;
 mod finder;
 mod plan;
 mod policy;
+mod timer;
 
+pub use attempt::{AttemptRecord, AttemptState};
 pub use fastfallback_route::order::FamilyPreference;
-pub use finder::{AttemptOutcome, AttemptRecord, FastFallbackExchangeFinder, RaceEnv};
+pub use finder::{FastFallbackExchangeFinder, RaceInput, RacePhase};
 pub use plan::{ConnectPlan, TlsStep};
 pub use policy::{
-    FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, PolicyError, PoolPolicy,
-    SpareWinners, WinAt,
+    FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, MAX_MEMORY_TTL, PolicyError,
+    PoolPolicy, SpareWinners, StartFloor, WinAt,
 };
+pub use timer::Timer;

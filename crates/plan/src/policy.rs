@@ -5,7 +5,8 @@
 //! | Resolution Delay | 50 ms | RFC 8305 §3 and §8, HEv3 §4.2 and §9 |
 //! | Connection Attempt Delay (no history) | 250 ms | RFC 8305 §5, HEv3 §6 |
 //! | Minimum / maximum attempt delay | 100 ms / 2 s | RFC 8305 §5 and §8 |
-//! | hard floor between starts | 10 ms | RFC 8305 §5: "MUST NOT be less than 10 ms" |
+//! | hard floor of the attempt delay | 10 ms | RFC 8305 §5: "MUST NOT be less than 10 ms" |
+//! | start after the latest attempt fails | at once | reference profile P4 (R-30); `start_floor` |
 //! | adaptive delay | `clamp(3 × srtt, min, max)` | reference profile P2 (RFC 6298's first RTO, one sample) |
 //! | Preferred Address Family Count | 1 | RFC 8305 §4, HEv3 §5.3 |
 //! | overall connect deadline | 10 s | reference profile P12 |
@@ -22,8 +23,24 @@ use fastfallback_route::order::FamilyPreference;
 use fastfallback_route::{AnswerLimits, RouteMemory};
 
 /// RFC 8305 §5: "the Connection Attempt Delay MUST NOT be less than 10 ms". No setting can go
-/// below it, and no two attempts ever start closer together.
+/// below it, so no two timer-driven starts are ever closer together.
 pub const HARD_MIN_ATTEMPT_DELAY: Duration = Duration::from_millis(10);
+
+/// Which starts the 10 ms floor of RFC 8305 §5 applies to.
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
+pub enum StartFloor {
+    /// The floor bounds the Connection Attempt Delay: timer-driven starts are at least 10 ms
+    /// apart, but when the latest attempt fails (or nothing is in flight) the next starts at
+    /// that instant, as Go, curl, Python, Chromium and the Mozilla crate do (reference profile
+    /// P4, R-27, R-30). Such a start is serial: it waited for the previous attempt's answer.
+    #[default]
+    TimerDriven,
+    /// The literal reading of RFC 8305 §5: no two starts, of any kind, within 10 ms.
+    EveryStart,
+}
+
+/// The longest route-memory TTL accepted.
+pub const MAX_MEMORY_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// When an attempt counts as the winner.
 #[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
@@ -100,6 +117,8 @@ pub struct FallbackPolicy {
     pub preferred_family_count: usize,
     /// Which family leads.
     pub family: FamilyPreference,
+    /// Which starts the 10 ms floor applies to.
+    pub start_floor: StartFloor,
     /// The most attempts in flight at once. When full and the next attempt is due, the oldest
     /// one is cancelled to make room (as curl does), so a stuck attempt never starves later ones.
     pub max_concurrent_attempts: NonZeroUsize,
@@ -133,6 +152,7 @@ impl Default for FallbackPolicy {
             adaptive_attempt_delay: true,
             preferred_family_count: 1,
             family: FamilyPreference::Auto,
+            start_floor: StartFloor::TimerDriven,
             max_concurrent_attempts: NonZeroUsize::new(6).expect("6 is not zero"),
             attempt_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
@@ -236,6 +256,8 @@ impl FallbackPolicyBuilder {
         preferred_family_count: usize;
         /// Sets [`FallbackPolicy::family`].
         family: FamilyPreference;
+        /// Sets [`FallbackPolicy::start_floor`].
+        start_floor: StartFloor;
         /// Sets [`FallbackPolicy::attempt_timeout`].
         attempt_timeout: Duration;
         /// Sets [`FallbackPolicy::connect_timeout`].
@@ -325,6 +347,31 @@ impl FallbackPolicy {
         }
         if p.attempt_timeout.is_zero() {
             return err("attempt_timeout", "must be greater than zero".into());
+        }
+        for (field, delay) in [
+            ("attempt_delay", p.attempt_delay),
+            ("min_attempt_delay", p.min_attempt_delay),
+        ] {
+            if delay > p.connect_timeout {
+                return err(
+                    field,
+                    format!(
+                        "{} ms is longer than connect_timeout ({} ms): no second attempt could \
+                         start before the race gives up",
+                        ms(delay),
+                        ms(p.connect_timeout)
+                    ),
+                );
+            }
+        }
+        if p.route_memory.ttl > MAX_MEMORY_TTL {
+            return err(
+                "route_memory.ttl",
+                format!(
+                    "{} s is longer than a day; history that old says little about a network",
+                    p.route_memory.ttl.as_secs()
+                ),
+            );
         }
         if p.answer_limits.max_addresses == 0 {
             return err("answer_limits.max_addresses", "must be at least 1".into());
@@ -421,6 +468,47 @@ mod tests {
                 .field,
             "attempt_timeout"
         );
+    }
+
+    #[test]
+    fn an_attempt_delay_longer_than_the_deadline_is_rejected() {
+        let e = FallbackPolicy::builder()
+            .connect_timeout(ms(200))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "attempt_delay");
+        assert_eq!(
+            e.to_string(),
+            "invalid fallback policy: attempt_delay: 250 ms is longer than connect_timeout \
+             (200 ms): no second attempt could start before the race gives up"
+        );
+        let e = FallbackPolicy::builder()
+            .attempt_delay(ms(50))
+            .connect_timeout(ms(60))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "min_attempt_delay");
+        assert!(
+            FallbackPolicy::builder()
+                .attempt_delay(ms(50))
+                .min_attempt_delay(ms(50))
+                .connect_timeout(ms(60))
+                .build()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_route_memory_ttl_over_a_day_is_rejected() {
+        let memory = RouteMemory {
+            ttl: Duration::from_secs(2 * 24 * 3600),
+            ..Default::default()
+        };
+        let e = FallbackPolicy::builder()
+            .route_memory(memory)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.field, "route_memory.ttl");
     }
 
     #[test]

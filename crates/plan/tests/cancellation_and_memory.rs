@@ -96,11 +96,7 @@ fn warm_network_rtt_shortens_the_delay_for_a_new_blackholed_host() {
         .ok(V6C, 20)
         .run();
     assert_eq!(warm.won(), one(V6C, 20));
-    db.connected(
-        "192.0.2.3:443".parse().unwrap(),
-        std::time::Duration::from_millis(20),
-        Instant::ZERO,
-    );
+    remember_rtt(&db, "tcp://warm.example:443", "192.0.2.3:443", 20);
     // A new host whose IPv6 is blackholed: CAD = clamp(3 × 20, 100, 2000) = 100.
     let run = blackholed_v6(&db, "new.example", 1000).run();
     assert_eq!(run.starts(), at(&[(V6A, 1000), (V4A, 1100)]));
@@ -119,7 +115,8 @@ fn refused_route_is_postponed_on_the_next_race() {
             .ok(V6B, 20)
             .run()
     };
-    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V6B, 10)]));
+    // P4: the refusal at 5 starts the next attempt at once.
+    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V6B, 5)]));
     assert_eq!(run(1000).starts(), at(&[(V6B, 1000)]));
 }
 
@@ -138,7 +135,13 @@ fn tls_failure_is_remembered_unlike_okhttp() {
             },
         )
         .run();
-    assert!(db.is_postponed(
+    let origin = fastfallback_route::Address::parse("https://example.com").unwrap();
+    let view = db.view(
+        fastfallback_route::NetworkId(0),
+        &origin,
+        Instant::from_millis(100),
+    );
+    assert!(view.is_postponed(
         format!("[{V6A}]:443").parse().unwrap(),
         Instant::from_millis(100)
     ));
@@ -202,6 +205,74 @@ fn a_refused_route_waits_for_the_other_family_when_its_answer_came_first() {
             .ok(V4A, 20)
             .run()
     };
-    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V4A, 10)]));
+    // Refused at 1 with nothing else known; the A answer at 3 starts at once (P4).
+    assert_eq!(run(0).starts(), at(&[(V6A, 0), (V4A, 3)]));
     assert_eq!(run(1000).starts(), at(&[(V4A, 1003)]));
+}
+
+#[test]
+fn now_and_then_a_race_ignores_history_so_a_recovered_family_is_noticed() {
+    // HEv3 §5.3: clients with different histories must converge. One race in
+    // `explore_one_in` (seeded: seed 6 is such a race) orders as a first contact would.
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = blackholed_v6(&db, "example.com", 0).run();
+    let recovered = |seed| {
+        Scenario::for_address("tcp://example.com:443")
+            .memory(db.clone())
+            .seed(seed)
+            .starting_at(1000)
+            .aaaa(0, &[V6A])
+            .a(0, &[V4A])
+            .ok(V6A, 20)
+            .ok(V4A, 20)
+            .run()
+    };
+    let usual = recovered(0);
+    assert!(!usual.history_ignored);
+    assert_eq!(
+        usual.starts(),
+        at(&[(V4A, 1000)]),
+        "memory sends IPv4 first"
+    );
+    let explorer = recovered(6);
+    assert!(explorer.history_ignored);
+    assert_eq!(explorer.starts(), at(&[(V6A, 1000)]));
+    assert_eq!(explorer.won(), one(V6A, 1020));
+    // What the explorer learned reaches the store: IPv6 works again.
+    let after = recovered(0);
+    assert_eq!(after.starts(), at(&[(V6A, 1000)]));
+}
+
+#[test]
+fn memory_of_one_network_is_not_used_on_another() {
+    // HEv3 §5.3: history MUST NOT be used across provisioning domains.
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = blackholed_v6(&db, "example.com", 0).run();
+    let elsewhere = blackholed_v6(&db, "example.com", 1000)
+        .network(fastfallback_route::NetworkId(99))
+        .run();
+    assert_eq!(elsewhere.starts(), at(&[(V6A, 1000), (V4A, 1250)]));
+    // Back home, the memory is still there.
+    let home = blackholed_v6(&db, "example.com", 2000).run();
+    assert_eq!(home.starts(), at(&[(V4A, 2000)]));
+}
+
+#[test]
+fn an_abandoned_race_still_reports_what_it_learned() {
+    let run = Scenario::plain()
+        .aaaa(10, &[V6A])
+        .a(20, &[V4A])
+        .abandon_at(100)
+        .memory(Arc::new(RouteDatabase::new(RouteMemory::default())))
+        .run();
+    assert_eq!(
+        run.lessons,
+        [fastfallback_route::Lesson {
+            target: format!("[{V6A}]:443").parse().unwrap(),
+            at: Instant::from_millis(100),
+            kind: fastfallback_route::LessonKind::Unfinished {
+                elapsed: std::time::Duration::from_millis(90)
+            },
+        }]
+    );
 }

@@ -108,13 +108,24 @@ fn ipv4_literal_on_nat64_network_is_synthesized() {
 }
 
 #[test]
-fn ipv4_literal_on_ipv6_only_network_without_pref64_fails_at_once() {
-    // T29 (b)
+fn ipv4_literal_on_ipv6_only_network_without_pref64_fails_at_once_as_network_unreachable() {
+    // T29 (b): NetworkUnreachable, naming the family, not "no usable addresses".
     let run = Scenario::for_address("tcp://192.0.2.1:443")
         .host(HostModel::v6_only())
         .run();
     let (err, t) = run.failed().expect("fails");
-    assert_eq!((err.kind, t), (RaceErrorKind::NoAddresses, 0));
+    assert_eq!(
+        (err.kind, t),
+        (
+            RaceErrorKind::NetworkUnreachable(fastfallback_proto::Family::V4),
+            0
+        )
+    );
+    assert!(
+        err.to_string()
+            .starts_with("network unreachable: this host has no IPv4 route"),
+        "{err}"
+    );
     assert!(run.attempts.is_empty());
     assert_eq!(err.skipped[0].1, "the host has no IPv4 connectivity");
 }
@@ -133,4 +144,95 @@ fn broken_aaaa_on_nat64_network_falls_back_to_synthesized_ipv4() {
         at(&[("2001:db8::dead", 10), ("64:ff9b::c000:201", 260)])
     );
     assert_eq!(run.won(), one("64:ff9b::c000:201", 280));
+}
+
+fn no_connectivity() -> Connectivity {
+    Connectivity {
+        v6: false,
+        v4: false,
+        nat64: None,
+    }
+}
+
+#[test]
+fn loopback_literal_connects_without_global_connectivity() {
+    let run = Scenario::for_address("tcp://127.0.0.1:8080")
+        .connectivity(no_connectivity())
+        .ok("127.0.0.1", 1)
+        .run();
+    assert_eq!(run.starts(), at(&[("127.0.0.1", 0)]));
+    assert_eq!(run.won(), one("127.0.0.1", 1));
+    let run = Scenario::for_address("tcp://[::1]:8080")
+        .host(HostModel::v4_only())
+        .ok("::1", 1)
+        .run();
+    assert_eq!(run.won(), one("::1", 1));
+}
+
+#[test]
+fn localhost_is_the_loopback_addresses_without_dns_even_without_connectivity() {
+    // RFC 6761 §6.3; RFC 6724 puts ::1 (precedence 50) before 127.0.0.1.
+    let run = Scenario::for_address("tcp://localhost:8080")
+        .connectivity(no_connectivity())
+        .refuse("::1", 1)
+        .ok("127.0.0.1", 1)
+        .run();
+    assert!(run.queries().is_empty());
+    assert_eq!(run.starts(), at(&[("::1", 0), ("127.0.0.1", 1)]));
+    assert_eq!(run.won(), one("127.0.0.1", 2));
+}
+
+#[test]
+fn ipv6_literal_on_an_ipv4_only_host_fails_as_network_unreachable_naming_ipv6() {
+    let run = Scenario::for_address("tcp://[2001:db8::a]:443")
+        .host(HostModel::v4_only())
+        .run();
+    let (err, t) = run.failed().expect("fails");
+    assert_eq!(
+        (err.kind, t),
+        (
+            RaceErrorKind::NetworkUnreachable(fastfallback_proto::Family::V6),
+            0
+        )
+    );
+    assert_eq!(
+        std::io::Error::from(err.clone()).kind(),
+        std::io::ErrorKind::NetworkUnreachable
+    );
+    assert!(run.attempts.is_empty());
+}
+
+#[test]
+fn link_local_literal_with_a_zone_connects_with_that_scope_id() {
+    let run = Scenario::for_address("tcp://[fe80::1%2]:8080")
+        .ok("fe80::1", 1)
+        .run();
+    let std::net::SocketAddr::V6(target) = run.start_targets()[0].0 else {
+        panic!("an IPv6 target");
+    };
+    assert_eq!(
+        (*target.ip(), target.scope_id()),
+        ("fe80::1".parse().unwrap(), 2)
+    );
+    assert_eq!(run.won(), one("fe80::1", 1));
+}
+
+#[test]
+fn link_local_literal_whose_zone_name_was_not_resolved_is_skipped_with_a_reason() {
+    let run = Scenario::for_address("tcp://[fe80::1%25eth0]:8080").run();
+    let (err, _) = run.failed().expect("fails");
+    assert_eq!(err.kind, RaceErrorKind::NoAddresses);
+    assert!(
+        err.skipped
+            .iter()
+            .any(|(_, why)| why.contains("\"eth0\" was not turned into an interface index")),
+        "{err}"
+    );
+}
+
+#[test]
+fn link_local_answer_without_a_scope_is_still_skipped() {
+    let run = Scenario::plain().aaaa(1, &["fe80::1"]).a(1, &[]).run();
+    let (err, _) = run.failed().expect("fails");
+    assert_eq!(err.skipped[0].1, "link-local address without a scope");
 }

@@ -2,16 +2,23 @@
 //! - no attempt starts after success;
 //! - every attempt ends exactly once;
 //! - no more attempts are in flight than the cap allows;
-//! - starts are never closer than 10 ms, and the race never asks to be woken in the past;
-//! - the race always ends, by the overall deadline at the latest.
+//! - timer-driven starts are at least 10 ms apart; two starts come closer only when the
+//!   earlier one had already ended (P4), and never with `StartFloor::EveryStart`;
+//! - the race never asks to be woken in the past;
+//! - the race always ends, by the overall deadline at the latest;
+//! - the same inputs at the same times give the same outputs, whatever a concurrent race
+//!   sharing route memory does.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use fastfallback_plan::WinAt;
+use std::sync::Arc;
+
+use fastfallback_plan::{StartFloor, WinAt};
 use fastfallback_proto::{AttemptErrorKind, AttemptId};
-use fastfallback_sim::{Behaviour, Event, Scenario};
+use fastfallback_route::{RouteDatabase, RouteMemory};
+use fastfallback_sim::{Behaviour, Event, Scenario, run_together};
 use proptest::prelude::*;
 
 fn behaviour() -> impl Strategy<Value = Behaviour> {
@@ -45,6 +52,7 @@ struct Case {
     tls: bool,
     win_at_tcp: bool,
     pooled_at: Option<u64>,
+    literal_floor: bool,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -58,9 +66,10 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         any::<bool>(),
         prop::option::weighted(0.2, 0u64..2000),
+        prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(v6, v4, aaaa_at, a_at, cap, delay, tls, win_at_tcp, pooled_at)| Case {
+            |(v6, v4, aaaa_at, a_at, cap, delay, tls, win_at_tcp, pooled_at, literal_floor)| Case {
                 v6,
                 v4,
                 aaaa_at,
@@ -70,6 +79,7 @@ fn case() -> impl Strategy<Value = Case> {
                 tls,
                 win_at_tcp,
                 pooled_at,
+                literal_floor,
             },
         )
 }
@@ -89,6 +99,11 @@ fn scenario(c: &Case) -> Scenario {
             WinAt::Tcp
         } else {
             WinAt::Handshake
+        };
+        p.start_floor = if c.literal_floor {
+            StartFloor::EveryStart
+        } else {
+            StartFloor::TimerDriven
         };
     });
     let v6: Vec<String> = (0..c.v6.len())
@@ -139,9 +154,19 @@ proptest! {
             prop_assert!(s < o, "a start after the outcome:\n{}", run.timeline());
         }
 
-        // Starts are at least 10 ms apart (RFC 8305 §5).
-        for w in starts.windows(2) {
-            prop_assert!(w[1] >= w[0] + 10, "starts {w:?} closer than 10 ms");
+        // RFC 8305 §5's 10 ms floor bounds the attempt delay: two starts come closer only when
+        // the earlier one had already ended (reference profile P4), and never with the
+        // literal reading.
+        for w in run.attempts.windows(2) {
+            let (prev, next) = (&w[0], &w[1]);
+            if next.started < prev.started + Duration::from_millis(10) {
+                prop_assert!(!c.literal_floor, "starts {} and {} closer than 10 ms", prev.started, next.started);
+                prop_assert!(
+                    prev.ended.is_some_and(|e| e <= next.started),
+                    "{} started at {} while {} (started {}) was still running:\n{}",
+                    next.id, next.started, prev.id, prev.started, run.timeline()
+                );
+            }
         }
 
         // Every attempt ends exactly once.
@@ -155,7 +180,7 @@ proptest! {
             }
         }
         for a in &run.attempts {
-            prop_assert!(a.outcome.is_some(), "attempt {} never ended:\n{}", a.id, run.timeline());
+            prop_assert!(!a.in_flight(), "attempt {} never ended:\n{}", a.id, run.timeline());
             prop_assert!(ends.get(&a.id).copied().unwrap_or(0) <= 1, "attempt {} ended twice", a.id);
         }
 
@@ -168,5 +193,39 @@ proptest! {
         // Nothing but the winner stays open.
         let won_by_attempt = run.won().is_some();
         prop_assert_eq!(run.open_sockets, usize::from(won_by_attempt));
+    }
+}
+
+/// A later race on a network where a first contact left memory behind.
+fn with_memory(c: &Case, db: &Arc<RouteDatabase>) -> Scenario {
+    scenario(c).memory(db.clone()).starting_at(5000)
+}
+
+fn warmed_memory(c: &Case) -> Arc<RouteDatabase> {
+    let db = Arc::new(RouteDatabase::new(RouteMemory {
+        explore_one_in: 0,
+        ..RouteMemory::default()
+    }));
+    // The same first contact on every copy, so every copy holds the same history.
+    let _ = scenario(c).memory(db.clone()).run();
+    db
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn a_race_gives_the_same_outputs_whatever_a_concurrent_race_does(c in case(), other in case()) {
+        let solo_db = warmed_memory(&c);
+        let solo = with_memory(&c, &solo_db).run();
+
+        // The same race again, on an identical memory, but next to another race to the same
+        // origin and addresses that shares the memory and writes to it while ours runs.
+        let shared = warmed_memory(&c);
+        let ours = with_memory(&c, &shared);
+        let theirs = with_memory(&other, &shared);
+        let runs = run_together(&[theirs, ours]);
+        prop_assert_eq!(&runs[1].events, &solo.events, "\nsolo:\n{}\ntogether:\n{}", solo.timeline(), runs[1].timeline());
+        prop_assert_eq!(&runs[1].lessons, &solo.lessons);
     }
 }

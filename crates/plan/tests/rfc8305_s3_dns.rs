@@ -197,3 +197,27 @@ fn answers_skipped_as_invalid_are_reported_in_the_error() {
         "{err}"
     );
 }
+
+#[test]
+fn with_ipv4_first_a_positive_a_answer_moves_on_at_once() {
+    // HEv3 §4.2's move-on rule waits for the *preferred* family's answer; with V4First that is
+    // A, so a positive A starts at once instead of after the Resolution Delay.
+    let run = Scenario::plain()
+        .tune(|p| p.family = fastfallback_plan::FamilyPreference::V4First)
+        .a(20, &[V4A])
+        .aaaa(200, &[V6A])
+        .ok(V4A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V4A, 20)]));
+    assert_eq!(run.won(), one(V4A, 40));
+}
+
+#[test]
+fn with_ipv4_first_a_positive_aaaa_alone_waits_for_the_resolution_delay() {
+    let run = Scenario::plain()
+        .tune(|p| p.family = fastfallback_plan::FamilyPreference::V4First)
+        .aaaa(20, &[V6A])
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 70)]));
+}

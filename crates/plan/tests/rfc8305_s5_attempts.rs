@@ -1,5 +1,5 @@
 //! RFC 8305 §5 and HEv3 §6: pacing attempts, racing, success and failure.
-//! Conformance cases T11–T21, T47, T49–T54 of spec/happy-eyeballs-standards.md §3.B and §3.G.
+//! Conformance cases T11–T21, T47, T49–T55 of spec/happy-eyeballs-standards.md §3.B and §3.G.
 
 mod common;
 use common::*;
@@ -34,8 +34,8 @@ fn v6_refused_quickly_starts_v4_at_once() {
     assert_eq!(run.won(), one(V4A, 45));
     let v6 = &run.attempts[0];
     assert!(matches!(
-        &v6.outcome,
-        Some(fastfallback_plan::AttemptOutcome::Failed(e)) if e.kind == AttemptErrorKind::Refused
+        &v6.state,
+        fastfallback_plan::AttemptState::Failed(e) if e.kind == AttemptErrorKind::Refused
     ));
 }
 
@@ -198,34 +198,26 @@ fn every_address_blackholed_times_out_at_the_deadline_and_closes_all() {
 #[test]
 fn no_next_attempt_timer_once_the_list_is_exhausted() {
     // T20: after the last start only the deadline remains.
-    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceEnv};
+    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
     use fastfallback_proto::{DnsAnswer, Instant, QueryKind};
-    use fastfallback_route::{Address, Connectivity, HostModel};
-    let env = RaceEnv {
-        sources: Arc::new(HostModel::e0()),
-        db: None,
-        connectivity: Connectivity::DUAL_STACK,
-    };
+    use fastfallback_route::{Address, Connectivity};
     let policy = FallbackPolicy::builder()
         .connect_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     let addr = Address::parse("tcp://example.com:443").unwrap();
-    let mut race = FastFallbackExchangeFinder::new(addr, policy, env, Instant::ZERO);
+    let input = RaceInput::new(Connectivity::DUAL_STACK);
+    let mut race = FastFallbackExchangeFinder::new(addr, policy, input, Instant::ZERO);
     let t10 = Instant::from_millis(10);
-    race.handle_dns(
-        QueryKind::Aaaa,
-        DnsAnswer::Addresses(vec![V6A.parse().unwrap()]),
-        t10,
-    );
-    race.handle_dns(
-        QueryKind::A,
-        DnsAnswer::Addresses(vec![V4A.parse().unwrap()]),
-        t10,
-    );
+    let answer = |ip: &str| DnsAnswer::Addresses(vec![ip.parse().unwrap()]);
+    race.handle_dns(QueryKind::Aaaa, answer(V6A), &[], t10);
+    race.handle_dns(QueryKind::A, answer(V4A), &[], t10);
     while race.poll_output(t10).is_some() {}
     assert_eq!(race.next_attempt_timer(), Some(Instant::from_millis(260)));
     let t260 = Instant::from_millis(260);
+    // The timer fires explicitly (quinn-proto's handle_timeout), then the race acts.
+    assert_eq!(race.poll_timeout(), Some(t260));
+    race.handle_timeout(t260);
     while race.poll_output(t260).is_some() {}
     assert_eq!(race.next_attempt_timer(), None);
     assert_eq!(race.poll_timeout(), Some(Instant::from_millis(2000)));
@@ -241,11 +233,11 @@ fn slow_first_attempt_loses_to_fast_second() {
 
 fn with_history(srtt_ms: u64) -> Scenario {
     let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
-    let v6a = format!("[{V6A}]:443").parse().unwrap();
-    db.connected(
-        v6a,
-        Duration::from_millis(srtt_ms),
-        fastfallback_proto::Instant::ZERO,
+    remember_rtt(
+        &db,
+        "tcp://example.com:443",
+        &format!("[{V6A}]:443"),
+        srtt_ms,
     );
     both_at_10().memory(db).drop(V6A).ok(V4A, 10)
 }
@@ -403,4 +395,62 @@ fn per_attempt_timeout_fails_the_attempt_and_moves_on() {
     assert_eq!(run.starts(), at(&[(V6A, 10), (V4A, 110)]));
     assert_eq!(run.cancelled(), at(&[(V6A, 110)]));
     assert_eq!(run.won(), one(V4A, 130));
+}
+
+fn refused_after_1ms() -> Scenario {
+    Scenario::plain()
+        .aaaa(10, &[V6A, V6B])
+        .a(10, &[V4A, V4B])
+        .refuse(V6A, 1)
+        .drop(V6B)
+        .drop(V4A)
+        .ok(V4B, 10)
+}
+
+#[test]
+fn latest_attempt_refused_after_1ms_starts_the_next_at_that_instant() {
+    // T55 (a): no 10 ms floor on a failure-driven start (P4, R-27, R-30).
+    let run = refused_after_1ms().run();
+    assert_eq!(run.failures(), at(&[(V6A, 11)]));
+    // v4a's start re-arms the timer: v6b at 261, not 260 (only 249 ms after v4a).
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 10), (V4A, 11), (V6B, 261), (V4B, 511)])
+    );
+    assert_eq!(run.won(), one(V4B, 521));
+    assert_eq!(run.cancelled(), at(&[(V4A, 521), (V6B, 521)]));
+}
+
+#[test]
+fn with_a_10ms_history_delay_timer_starts_stay_10ms_apart_after_a_failure_start() {
+    // T55 (b): every CAD is clamp(3 × 2, 10, 2000) = 10.
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    for ip in [V6A, V6B, V4A, V4B] {
+        let target = std::net::SocketAddr::new(ip.parse().unwrap(), 443);
+        remember_rtt(&db, "tcp://example.com:443", &target.to_string(), 2);
+    }
+    let run = refused_after_1ms()
+        .memory(db)
+        .tune(|p| p.min_attempt_delay = Duration::from_millis(10))
+        .run();
+    assert_eq!(run.failures(), at(&[(V6A, 11)]));
+    // v6b at 21: not 20 (9 ms after v4a), not 17 (the floor raises the computed 6 ms to 10).
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 10), (V4A, 11), (V6B, 21), (V4B, 31)])
+    );
+    assert_eq!(run.won(), one(V4B, 41));
+}
+
+#[test]
+fn the_literal_floor_keeps_10ms_between_any_two_starts() {
+    // StartFloor::EveryStart, the opt-in literal reading of RFC 8305 §5.
+    let run = refused_after_1ms()
+        .tune(|p| p.start_floor = fastfallback_plan::StartFloor::EveryStart)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 10), (V4A, 20), (V6B, 270), (V4B, 520)])
+    );
+    assert_eq!(run.won(), one(V4B, 530));
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{AttemptId, DnsError, Instant, QueryKind};
+use crate::{AttemptId, DnsError, Family, Instant, QueryKind};
 
 /// The step of a connect plan an attempt was in when it ended.
 #[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
@@ -152,15 +152,21 @@ pub enum RaceErrorKind {
     AllAttemptsFailed,
     /// The overall connect deadline passed.
     TimedOut,
+    /// Every address is of a family this host has no route for (for example an IPv6 literal
+    /// on an IPv4-only host). Nothing was attempted.
+    NetworkUnreachable(Family),
 }
 
 impl fmt::Display for RaceErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::NoAddresses => "no usable addresses",
-            Self::AllAttemptsFailed => "every connection attempt failed",
-            Self::TimedOut => "connect deadline exceeded",
-        })
+        match self {
+            Self::NoAddresses => f.write_str("no usable addresses"),
+            Self::AllAttemptsFailed => f.write_str("every connection attempt failed"),
+            Self::TimedOut => f.write_str("connect deadline exceeded"),
+            Self::NetworkUnreachable(family) => {
+                write!(f, "network unreachable: this host has no {family} route")
+            }
+        }
     }
 }
 
@@ -228,6 +234,7 @@ impl From<RaceError> for std::io::Error {
         let kind = match e.kind {
             RaceErrorKind::TimedOut => std::io::ErrorKind::TimedOut,
             RaceErrorKind::NoAddresses => std::io::ErrorKind::NotFound,
+            RaceErrorKind::NetworkUnreachable(_) => std::io::ErrorKind::NetworkUnreachable,
             RaceErrorKind::AllAttemptsFailed => match e.primary().map(|p| p.error.kind) {
                 Some(AttemptErrorKind::Refused) => std::io::ErrorKind::ConnectionRefused,
                 Some(AttemptErrorKind::Unreachable) => std::io::ErrorKind::HostUnreachable,

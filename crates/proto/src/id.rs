@@ -1,11 +1,28 @@
 //! Ids for attempts and pooled connections.
 
 use std::fmt;
+use std::num::NonZeroU32;
 
-/// Names one connection attempt within a race. Ids count up from 0 in start order, so sorting
-/// by id is sorting by start time.
+/// Names one connection attempt within a race. Opaque: compare ids and print them, but do not
+/// read anything into their values. Ids of one race grow in start order, so sorting by id is
+/// sorting by start time.
 #[derive(Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-pub struct AttemptId(pub u32);
+pub struct AttemptId(NonZeroU32);
+
+impl AttemptId {
+    /// The first id a race hands out.
+    pub const FIRST: Self = Self(NonZeroU32::MIN);
+
+    /// The id after this one, or `None` when ids are used up (after four billion attempts).
+    pub fn next(self) -> Option<Self> {
+        self.0.checked_add(1).map(Self)
+    }
+
+    /// A number for reports and logs, unique within a race (it is not an index).
+    pub fn get(self) -> u32 {
+        self.0.get()
+    }
+}
 
 impl fmt::Display for AttemptId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

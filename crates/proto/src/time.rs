@@ -53,6 +53,11 @@ impl Instant {
     pub fn checked_add(self, d: Duration) -> Option<Self> {
         self.0.checked_add(d).map(Self)
     }
+
+    /// `self - d`, or `None` when that would be before the epoch.
+    pub fn checked_sub(self, d: Duration) -> Option<Self> {
+        self.0.checked_sub(d).map(Self)
+    }
 }
 
 impl Add<Duration> for Instant {

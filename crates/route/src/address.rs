@@ -45,6 +45,16 @@ pub enum AddressError {
     MissingHost,
     /// The scheme is not `http`, `https` or `tcp`.
     UnsupportedScheme(String),
+    /// `host:port` was expected but no port was given (plain TCP has no default port).
+    MissingPort,
+    /// An IPv6 literal opened with `[` was never closed with `]`.
+    UnclosedBracket,
+    /// A zone (`%eth0`, `%2`) was given on something other than an IPv6 literal.
+    ZoneWithoutIpv6,
+    /// The zone is empty or holds characters no interface name has (RFC 6874 §2).
+    BadZone(String),
+    /// The zone names an interface this host does not have.
+    UnknownInterface(String),
 }
 
 impl fmt::Display for AddressError {
@@ -68,6 +78,11 @@ impl fmt::Display for AddressError {
             Self::UnsupportedScheme(s) => {
                 write!(f, "scheme {s:?} is not supported (use http, https or tcp)")
             }
+            Self::MissingPort => f.write_str("port is missing (write host:port)"),
+            Self::UnclosedBracket => f.write_str("IPv6 literal has an unclosed '['"),
+            Self::ZoneWithoutIpv6 => f.write_str("a zone (%...) is only valid on an IPv6 literal"),
+            Self::BadZone(z) => write!(f, "zone {z:?} is not an interface name or index"),
+            Self::UnknownInterface(z) => write!(f, "zone {z:?}: this host has no such interface"),
         }
     }
 }
@@ -113,6 +128,63 @@ impl FromStr for Host {
             }
         }
         Ok(Self::Name(name.to_ascii_lowercase()))
+    }
+}
+
+impl Host {
+    /// Whether this is `localhost` or a name under it, which always means the loopback
+    /// addresses and is never sent to DNS (RFC 6761 §6.3).
+    pub fn is_localhost(&self) -> bool {
+        match self {
+            Self::Name(n) => n == "localhost" || n.ends_with(".localhost"),
+            Self::Ip(_) => false,
+        }
+    }
+}
+
+/// An IPv6 zone (RFC 4007 §11, RFC 6874): which interface a link-local literal is on.
+///
+/// ```
+/// use fastfallback_route::{Address, Zone};
+///
+/// let a = Address::parse("http://[fe80::1%25eth0]:8080").unwrap();
+/// assert_eq!(a.zone(), Some(&Zone::Name("eth0".into())));
+/// let b = Address::parse("http://[fe80::1%2]:8080").unwrap();
+/// assert_eq!(b.scope_id(), Some(2));
+/// ```
+#[derive(Clone, Debug, Eq, Hash, PartialEq)]
+pub enum Zone {
+    /// A numeric interface index, used as the socket address's scope id.
+    Index(u32),
+    /// An interface name; the driver turns it into an index before connecting.
+    Name(String),
+}
+
+impl Zone {
+    /// Parses a zone as written after `%` (already percent-decoded).
+    fn parse(z: &str) -> Result<Self, AddressError> {
+        if let Ok(i) = z.parse::<u32>() {
+            return Ok(Self::Index(i));
+        }
+        let ok = !z.is_empty()
+            && !z.starts_with('.')
+            && z.len() <= 15
+            && z.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if ok {
+            Ok(Self::Name(z.to_owned()))
+        } else {
+            Err(AddressError::BadZone(z.to_owned()))
+        }
+    }
+}
+
+impl fmt::Display for Zone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Index(i) => write!(f, "{i}"),
+            Self::Name(n) => f.write_str(n),
+        }
     }
 }
 
@@ -194,6 +266,7 @@ pub struct Address {
     port: u16,
     scheme: Scheme,
     proxy: Option<Proxy>,
+    zone: Option<Zone>,
 }
 
 impl Address {
@@ -207,10 +280,14 @@ impl Address {
             port,
             scheme,
             proxy: None,
+            zone: None,
         })
     }
 
-    /// Parses `scheme://host[:port][/path]` or `host:port` (plain TCP).
+    /// Parses `scheme://host[:port][/path]` or `host:port` (plain TCP). An IPv6 literal may
+    /// carry a zone, `[fe80::1%25eth0]` as RFC 6874 writes it in a URI, or `[fe80::1%eth0]`.
+    /// Userinfo (`user:password@`) is accepted and dropped: it is never stored, so it can
+    /// never appear in an error, a report or a log.
     pub fn parse(s: &str) -> Result<Self, AddressError> {
         let (scheme, rest) = match s.split_once("://") {
             Some(("http", r)) => (Scheme::Http, r),
@@ -226,11 +303,38 @@ impl Address {
         }
         let (host, port) = split_host_port(authority)?;
         let port = match (port, scheme.default_port()) {
+            (Some(""), _) => return Err(AddressError::MissingPort),
             (Some(p), _) => parse_port(p)?,
             (None, Some(d)) => d,
-            (None, None) => return Err(AddressError::BadPort(String::new())),
+            (None, None) => return Err(AddressError::MissingPort),
         };
-        Self::new(host.parse()?, port, scheme)
+        let (host, zone) = split_zone(host)?;
+        let host: Host = host.parse()?;
+        if zone.is_some() && !matches!(host, Host::Ip(IpAddr::V6(_))) {
+            return Err(AddressError::ZoneWithoutIpv6);
+        }
+        let mut address = Self::new(host, port, scheme)?;
+        address.zone = zone;
+        Ok(address)
+    }
+
+    /// The IPv6 zone of a literal host, if one was given.
+    pub fn zone(&self) -> Option<&Zone> {
+        self.zone.as_ref()
+    }
+
+    /// The zone as a scope id, once it is numeric ([`Zone::Index`]).
+    pub fn scope_id(&self) -> Option<u32> {
+        match self.zone {
+            Some(Zone::Index(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Replaces the zone, for example with the index the driver found for an interface name.
+    pub fn with_zone(mut self, zone: Zone) -> Self {
+        self.zone = Some(zone);
+        self
     }
 
     /// Routes this address through `proxy`.
@@ -281,14 +385,34 @@ impl fmt::Display for Address {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        write!(f, "{scheme}://{}:{}", self.host, self.port)
+        match (&self.host, &self.zone) {
+            (Host::Ip(IpAddr::V6(v6)), Some(z)) => {
+                write!(f, "{scheme}://[{v6}%25{z}]:{}", self.port)
+            }
+            (host, _) => write!(f, "{scheme}://{host}:{}", self.port),
+        }
     }
+}
+
+/// Splits `[addr%zone]` into `[addr]` and the zone. `%25` starts an RFC 6874 zone in a URI;
+/// a bare `%` is accepted too.
+fn split_zone(host: &str) -> Result<(String, Option<Zone>), AddressError> {
+    let Some(inside) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) else {
+        return Ok((host.to_owned(), None));
+    };
+    let Some((ip, zone)) = inside.split_once('%') else {
+        return Ok((host.to_owned(), None));
+    };
+    let zone = match zone.strip_prefix("25") {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => zone,
+    };
+    Ok((format!("[{ip}]"), Some(Zone::parse(zone)?)))
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), AddressError> {
     if let Some(rest) = authority.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']').ok_or(AddressError::EmptyHost)?;
-        let _ = inside;
+        let (inside, after) = rest.split_once(']').ok_or(AddressError::UnclosedBracket)?;
         let host = &authority[..inside.len() + 2];
         return match after.strip_prefix(':') {
             Some(p) => Ok((host, Some(p))),
@@ -436,10 +560,86 @@ mod tests {
             Address::parse("gopher://a.com"),
             Err(AddressError::UnsupportedScheme(_))
         ));
+        assert_eq!(Address::parse("a.com"), Err(AddressError::MissingPort));
+        assert_eq!(Address::parse("a.com:"), Err(AddressError::MissingPort));
+    }
+
+    #[test]
+    fn an_unclosed_bracket_is_named() {
+        let e = Address::parse("http://[::1").unwrap_err();
+        assert_eq!(e, AddressError::UnclosedBracket);
+        assert_eq!(e.to_string(), "IPv6 literal has an unclosed '['");
+        assert_eq!(
+            Address::parse("tcp://[2001:db8::1:80").unwrap_err(),
+            AddressError::UnclosedBracket
+        );
+    }
+
+    #[test]
+    fn a_missing_port_is_named() {
+        let e = Address::parse("example.com").unwrap_err();
+        assert_eq!(e.to_string(), "port is missing (write host:port)");
+    }
+
+    #[test]
+    fn link_local_literals_keep_their_zone() {
+        let a = Address::parse("http://[fe80::1%2]:80").unwrap();
+        assert_eq!(a.host(), &Host::Ip("fe80::1".parse().unwrap()));
+        assert_eq!(a.scope_id(), Some(2));
+        let b = Address::parse("https://[fe80::1%25eth0]/x").unwrap();
+        assert_eq!(b.zone(), Some(&Zone::Name("eth0".into())));
+        assert_eq!(b.port(), 443);
+        assert_eq!(b.to_string(), "https://[fe80::1%25eth0]:443");
+        let c = Address::parse("[fe80::1%eth0]:7").unwrap();
+        assert_eq!(c.zone(), Some(&Zone::Name("eth0".into())));
+        // `%25` alone is the zone index 25, not an empty encoded zone.
+        assert_eq!(
+            Address::parse("[fe80::1%25]:7").unwrap().scope_id(),
+            Some(25)
+        );
+    }
+
+    #[test]
+    fn bad_zones_are_rejected() {
+        assert_eq!(
+            Address::parse("[fe80::1%]:7"),
+            Err(AddressError::BadZone(String::new()))
+        );
         assert!(matches!(
-            Address::parse("a.com"),
-            Err(AddressError::BadPort(_))
+            Address::parse("[fe80::1%e/th]:7"),
+            Err(AddressError::BadPort(_)
+                | AddressError::BadZone(_)
+                | AddressError::UnclosedBracket)
         ));
+        assert_eq!(
+            Address::parse("[fe80::1%eth 0]:7"),
+            Err(AddressError::BadZone("eth 0".into()))
+        );
+    }
+
+    #[test]
+    fn userinfo_is_dropped_and_never_shown() {
+        let a = Address::parse("https://user:s3cret@example.com:8443/p").unwrap();
+        assert_eq!(a.to_string(), "https://example.com:8443");
+        assert!(!format!("{a:?}").contains("s3cret"));
+        for bad in [
+            "https://user:s3cret@exa mple.com",
+            "https://user:s3cret@example.com:99999",
+            "https://user:s3cret@",
+            "https://user:s3cret@[::1",
+        ] {
+            let e = Address::parse(bad).unwrap_err();
+            assert!(!e.to_string().contains("s3cret"), "{bad}: {e}");
+            assert!(!format!("{e:?}").contains("s3cret"), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn localhost_names_are_recognised() {
+        assert!("localhost".parse::<Host>().unwrap().is_localhost());
+        assert!("app.localhost".parse::<Host>().unwrap().is_localhost());
+        assert!(!"localhost.example".parse::<Host>().unwrap().is_localhost());
+        assert!(!"notlocalhost".parse::<Host>().unwrap().is_localhost());
     }
 
     #[test]

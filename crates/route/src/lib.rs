@@ -10,8 +10,9 @@
 //! - [`interleave`]: family interleaving with a Preferred Address Family Count
 //!   (RFC 8305 §4, HEv3 §5.3).
 //! - [`Nat64Prefix`]: RFC 6052 synthesis and de-synthesis (HEv3 §8).
-//! - [`RouteDatabase`]: memory of failed routes, RTT per route and health per family; bounded
-//!   and expiring.
+//! - [`RouteDatabase`] and [`MemoryView`]: memory of failed routes, RTT per route and health
+//!   per family, per network and per origin; bounded, expiring, and saved to a file on request.
+//!   Races read a view and emit [`Lesson`]s.
 //! - [`order`]: the whole ordering pipeline the race calls.
 //!
 //! ```
@@ -27,17 +28,20 @@
 #![forbid(unsafe_code)]
 
 mod address;
-mod db;
 mod interleave;
+mod memory;
 mod nat64;
 pub mod order;
 mod resolution;
 pub mod sort;
 
-pub use address::{Address, AddressError, Host, Proxy, ProxyKind, Route, Scheme};
-pub use db::{RouteDatabase, RouteMemory};
+pub use address::{Address, AddressError, Host, Proxy, ProxyKind, Route, Scheme, Zone};
 pub use fastfallback_proto::Family;
 pub use interleave::interleave;
+pub use memory::{
+    Lesson, LessonKind, MAX_FILE_BYTES, MemoryView, NetworkId, PersistError, RouteDatabase,
+    RouteMemory,
+};
 pub use nat64::{Nat64Error, Nat64Prefix};
 pub use resolution::{AnswerLimits, Connectivity, Resolution, ServiceInfo, Skipped};
-pub use sort::{HostModel, Source, SourceSelector};
+pub use sort::{HostModel, Source, SourceOf, SourceSelector};

@@ -17,7 +17,7 @@ use std::time::Duration;
 use fastfallback_proto::{Family, Instant};
 
 use crate::sort::{SortInput, sort_destinations};
-use crate::{RouteDatabase, SourceSelector, interleave};
+use crate::{MemoryView, Source, interleave};
 
 /// Which address family goes first, or only.
 #[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
@@ -46,13 +46,11 @@ impl FamilyPreference {
     }
 }
 
-/// Everything the ordering needs besides the endpoints.
-#[derive(Clone, Copy)]
+/// Everything the ordering needs besides the endpoints. Plain data: no callbacks, no locks.
+#[derive(Clone, Copy, Debug)]
 pub struct OrderContext<'a> {
-    /// Finds the source address per destination (RFC 6724 rules 1, 2, 3, 5 and 9).
-    pub sources: &'a dyn SourceSelector,
-    /// Route memory, if enabled.
-    pub db: Option<&'a RouteDatabase>,
+    /// Route memory for this origin, if it is used.
+    pub memory: Option<&'a MemoryView>,
     /// Which family leads.
     pub preference: FamilyPreference,
     /// The Preferred Address Family Count (HEv3 §5.3; reference profile P3).
@@ -64,37 +62,42 @@ pub struct OrderContext<'a> {
 }
 
 /// The identity of an endpoint for ordering: the address DNS gave (`logical`, IPv4 for NAT64
-/// routes, HEv3 §8.2) and the socket address the attempt connects to (`target`, the key of route
-/// memory).
+/// routes, HEv3 §8.2), the socket address the attempt connects to (`target`, the key of route
+/// memory), and the source address the host would use for it (RFC 6724 rules 1, 2, 3, 5 and
+/// 9), which the driver found and handed in with the answer.
 pub trait Orderable {
     /// The address as DNS gave it.
     fn logical(&self) -> IpAddr;
     /// The socket address connected to.
     fn target(&self) -> SocketAddr;
+    /// The source address for `logical`, or `None` when the destination is unusable.
+    fn source(&self) -> Option<Source>;
 }
 
 /// Orders `items` (see the module doc). The result is a permutation of the input.
 ///
 /// ```
 /// use fastfallback_route::order::{order, FamilyPreference, OrderContext, Orderable};
-/// use fastfallback_route::HostModel;
+/// use fastfallback_route::{HostModel, Source, SourceSelector};
 /// use fastfallback_proto::Instant;
 /// use std::net::{IpAddr, SocketAddr};
 /// use std::time::Duration;
 ///
-/// struct E(SocketAddr);
+/// struct E(SocketAddr, Option<Source>);
 /// impl Orderable for E {
 ///     fn logical(&self) -> IpAddr { self.0.ip() }
 ///     fn target(&self) -> SocketAddr { self.0 }
+///     fn source(&self) -> Option<Source> { self.1 }
 /// }
 /// let host = HostModel::e0();
 /// let ctx = OrderContext {
-///     sources: &host, db: None, preference: FamilyPreference::Auto,
+///     memory: None, preference: FamilyPreference::Auto,
 ///     preferred_family_count: 1, slower_margin: Duration::from_millis(100),
 ///     now: Instant::ZERO,
 /// };
 /// let items = ["[2001:db8::a]:443", "[2001:db8::b]:443", "192.0.2.1:443"]
-///     .map(|s| E(s.parse().unwrap())).into_iter().collect::<Vec<_>>();
+///     .map(|s| s.parse::<SocketAddr>().unwrap())
+///     .map(|a| E(a, host.source_for(a.ip()))).into_iter().collect::<Vec<_>>();
 /// let out: Vec<String> = order(items, &ctx).iter().map(|e| e.0.to_string()).collect();
 /// assert_eq!(out, ["[2001:db8::a]:443", "192.0.2.1:443", "[2001:db8::b]:443"]);
 /// ```
@@ -106,18 +109,18 @@ pub fn order<T: Orderable>(items: Vec<T>, ctx: &OrderContext<'_>) -> Vec<T> {
         .iter()
         .map(|it| SortInput {
             dst: it.logical(),
-            source: ctx.sources.source_for(it.logical()),
-            srtt: ctx.db.and_then(|db| db.srtt(it.target(), ctx.now)),
+            source: it.source(),
+            srtt: ctx.memory.and_then(|m| m.srtt(it.target(), ctx.now)),
         })
         .collect();
     let perm = sort_destinations(&inputs);
     let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
     let mut sorted: Vec<T> = perm.into_iter().filter_map(|i| slots[i].take()).collect();
 
-    if let Some(db) = ctx.db {
+    if let Some(memory) = ctx.memory {
         let (fresh, postponed): (Vec<T>, Vec<T>) = sorted
             .into_iter()
-            .partition(|it| !db.is_postponed(it.target(), ctx.now));
+            .partition(|it| !memory.is_postponed(it.target(), ctx.now));
         sorted = fresh;
         sorted.extend(postponed);
     }
@@ -128,9 +131,10 @@ pub fn order<T: Orderable>(items: Vec<T>, ctx: &OrderContext<'_>) -> Vec<T> {
     let lead = match ctx.preference {
         FamilyPreference::V6First | FamilyPreference::V6Only if has(Family::V6) => Family::V6,
         FamilyPreference::V4First | FamilyPreference::V4Only if has(Family::V4) => Family::V4,
-        FamilyPreference::Auto => match ctx.db {
-            Some(db)
-                if has(first.other()) && db.family_is_worse(first, ctx.slower_margin, ctx.now) =>
+        FamilyPreference::Auto => match ctx.memory {
+            Some(memory)
+                if has(first.other())
+                    && memory.family_is_worse(first, ctx.slower_margin, ctx.now) =>
             {
                 first.other()
             }
@@ -144,11 +148,11 @@ pub fn order<T: Orderable>(items: Vec<T>, ctx: &OrderContext<'_>) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{HostModel, RouteMemory};
-    use fastfallback_proto::AttemptErrorKind;
+    use crate::{HostModel, Lesson, LessonKind, RouteMemory, SourceSelector};
+    use fastfallback_proto::{AttemptErrorKind, Phase};
 
     #[derive(Clone, Copy, Debug, PartialEq)]
-    struct E(SocketAddr);
+    struct E(SocketAddr, Option<Source>);
 
     impl Orderable for E {
         fn logical(&self) -> IpAddr {
@@ -157,18 +161,19 @@ mod tests {
         fn target(&self) -> SocketAddr {
             self.0
         }
+        fn source(&self) -> Option<Source> {
+            self.1
+        }
     }
 
     fn e(s: &str) -> E {
         let ip: IpAddr = s.parse().unwrap();
-        E(SocketAddr::new(ip, 443))
+        E(SocketAddr::new(ip, 443), HostModel::e0().source_for(ip))
     }
 
-    fn run(items: &[&str], db: Option<&RouteDatabase>, pref: FamilyPreference) -> Vec<String> {
-        let host = HostModel::e0();
+    fn run(items: &[&str], memory: Option<&MemoryView>, pref: FamilyPreference) -> Vec<String> {
         let ctx = OrderContext {
-            sources: &host,
-            db,
+            memory,
             preference: pref,
             preferred_family_count: 1,
             slower_margin: Duration::from_millis(100),
@@ -181,17 +186,25 @@ mod tests {
             .collect()
     }
 
+    fn failed(addr: &str, kind: AttemptErrorKind) -> MemoryView {
+        let mut m = MemoryView::empty(RouteMemory::default());
+        m.learn(&Lesson {
+            target: e(addr).0,
+            at: Instant::from_millis(0),
+            kind: LessonKind::Failed {
+                kind,
+                phase: Phase::Tcp,
+            },
+        });
+        m
+    }
+
     #[test]
     fn failed_route_is_postponed_behind_its_family() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        db.failed(
-            e("2001:db8::a").0,
-            AttemptErrorKind::Refused,
-            Instant::from_millis(0),
-        );
+        let m = failed("2001:db8::a", AttemptErrorKind::Refused);
         let out = run(
             &["2001:db8::a", "2001:db8::b", "192.0.2.1"],
-            Some(&db),
+            Some(&m),
             FamilyPreference::Auto,
         );
         assert_eq!(out, ["2001:db8::b", "192.0.2.1", "2001:db8::a"]);
@@ -199,15 +212,10 @@ mod tests {
 
     #[test]
     fn family_with_recent_path_failure_yields_the_lead() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        db.failed(
-            e("2001:db8::99").0,
-            AttemptErrorKind::Unreachable,
-            Instant::from_millis(0),
-        );
+        let m = failed("2001:db8::99", AttemptErrorKind::Unreachable);
         let out = run(
             &["2001:db8::a", "192.0.2.1"],
-            Some(&db),
+            Some(&m),
             FamilyPreference::Auto,
         );
         assert_eq!(out, ["192.0.2.1", "2001:db8::a"]);

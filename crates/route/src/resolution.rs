@@ -58,14 +58,40 @@ impl Connectivity {
         q
     }
 
-    /// Whether `ip` can be connected to: its family works, or it is IPv4 and a NAT64 prefix can
-    /// carry it (HEv3 §8.3).
+    /// Whether `ip` can be connected to: it is a loopback address (the host itself, whatever
+    /// its global connectivity), its family works, or it is IPv4 and a NAT64 prefix can carry
+    /// it (HEv3 §8.3).
     pub fn can_reach(&self, ip: IpAddr) -> bool {
+        if ip.is_loopback() {
+            return true;
+        }
         match ip {
             IpAddr::V6(_) => self.v6,
             IpAddr::V4(v4) => {
                 self.v4 || (self.v6 && self.nat64.is_some() && !Nat64Prefix::is_exempt(v4))
             }
+        }
+    }
+
+    /// The destinations of `answer` as the race will see them: IPv4-mapped addresses as IPv4,
+    /// DNS64-synthesized ones de-synthesized (HEv3 §8.2), HTTPS hints included. The driver
+    /// finds a source for each ([`crate::SourceOf`]) and hands them in with the answer.
+    pub fn destinations(&self, answer: &DnsAnswer) -> Vec<IpAddr> {
+        let logical = |ip: IpAddr| match (normalize_ip(ip), self.nat64) {
+            (IpAddr::V6(v6), Some(p)) => p.extract(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
+            (ip, _) => ip,
+        };
+        match answer {
+            DnsAnswer::Addresses(list) => list.iter().map(|ip| logical(*ip)).collect(),
+            DnsAnswer::Https(records) => records
+                .iter()
+                .flat_map(|r| {
+                    let v6 = r.ipv6hint.iter().map(|v| IpAddr::V6(*v));
+                    v6.chain(r.ipv4hint.iter().map(|v| IpAddr::V4(*v)))
+                })
+                .map(logical)
+                .collect(),
+            DnsAnswer::Error(_) => Vec::new(),
         }
     }
 
@@ -116,7 +142,11 @@ pub struct ServiceInfo {
 enum QueryState {
     NotSent,
     Pending,
-    Answered { positive: bool },
+    Answered {
+        positive: bool,
+    },
+    /// The race stopped waiting for it (after a win's DNS tail, or a failure).
+    Abandoned,
 }
 
 /// Aggregates the answers of one race's queries. No I/O; every input carries `now`.
@@ -124,6 +154,9 @@ enum QueryState {
 pub struct Resolution {
     state: [QueryState; 3],
     conn: Connectivity,
+    preferred: Family,
+    /// Families whose addresses were skipped because the host has no route for them.
+    unroutable: [bool; 2],
     limits: AnswerLimits,
     resolution_delay: Duration,
     aaaa: Option<Vec<IpAddr>>,
@@ -148,10 +181,13 @@ fn idx(k: QueryKind) -> usize {
 const SUPPORTED: [Alpn; 2] = [Alpn::H2, Alpn::Http11];
 
 impl Resolution {
-    /// Aggregation for `queries` (all sent at once, HEv3 §4.1).
+    /// Aggregation for `queries` (all sent at once, HEv3 §4.1). `preferred` is the family
+    /// whose answer the move-on rule waits for (HEv3 §4.2: IPv6 when both families have a
+    /// route; a policy that puts IPv4 first makes it IPv4).
     pub fn new(
         queries: &[QueryKind],
         conn: Connectivity,
+        preferred: Family,
         resolution_delay: Duration,
         limits: AnswerLimits,
     ) -> Self {
@@ -166,6 +202,8 @@ impl Resolution {
         Self {
             state,
             conn,
+            preferred,
+            unroutable: [false; 2],
             limits,
             resolution_delay,
             aaaa: None,
@@ -179,17 +217,51 @@ impl Resolution {
         }
     }
 
-    /// Aggregation for an IP literal: no queries, one address, ready at once.
-    pub fn literal(ip: IpAddr, conn: Connectivity) -> Self {
-        let mut r = Self::new(&[], conn, Duration::ZERO, AnswerLimits::default());
-        let ip = normalize_ip(ip);
-        let list = r.admit(vec![ip]);
-        match Family::of(ip) {
-            Family::V6 => r.aaaa = Some(list),
-            Family::V4 => r.a = Some(list),
+    /// Aggregation for addresses known without DNS (an IP literal, or the loopback addresses
+    /// of `localhost`): no queries, ready at once. `scoped` says the literal carries a zone,
+    /// which makes a link-local address usable.
+    pub fn fixed(ips: &[IpAddr], scoped: bool, conn: Connectivity) -> Self {
+        let mut r = Self::new(
+            &[],
+            conn,
+            conn.preferred_family(),
+            Duration::ZERO,
+            AnswerLimits::default(),
+        );
+        let mut v6 = Vec::new();
+        let mut v4 = Vec::new();
+        for &ip in ips {
+            let ip = normalize_ip(ip);
+            let admitted = if scoped {
+                r.admit_scoped(ip)
+            } else {
+                r.admit(vec![ip])
+            };
+            match Family::of(ip) {
+                Family::V6 => v6.extend(admitted),
+                Family::V4 => v4.extend(admitted),
+            }
         }
+        r.aaaa = Some(v6);
+        r.a = Some(v4);
         r.moved_on = true;
         r
+    }
+
+    /// Aggregation for one IP literal (see [`Self::fixed`]).
+    pub fn literal(ip: IpAddr, conn: Connectivity) -> Self {
+        Self::fixed(&[ip], false, conn)
+    }
+
+    /// Admits a literal that carries a zone: link-local is fine then (RFC 4007 §11).
+    fn admit_scoped(&mut self, ip: IpAddr) -> Vec<IpAddr> {
+        match invalid_destination(ip) {
+            Some(why) if why != LINK_LOCAL_WITHOUT_SCOPE => {
+                self.skip(ip.to_string(), why);
+                Vec::new()
+            }
+            _ => vec![ip],
+        }
     }
 
     /// Takes in one answer. Answers to queries that were never sent, or repeated answers, are
@@ -251,8 +323,12 @@ impl Resolution {
                 continue;
             }
             if !self.conn.can_reach(ip) {
-                let why = format!("the host has no {} connectivity", Family::of(ip));
-                self.skip(ip.to_string(), why);
+                let family = Family::of(ip);
+                self.unroutable[family_slot(family)] = true;
+                self.skip(
+                    ip.to_string(),
+                    format!("the host has no {family} connectivity"),
+                );
                 continue;
             }
             if out.contains(&ip) {
@@ -321,7 +397,7 @@ impl Resolution {
         let Some(first) = self.first_positive_at else {
             return false;
         };
-        let pref = self.conn.preferred_family();
+        let pref = self.preferred;
         let pref_kind = if pref == Family::V6 {
             QueryKind::Aaaa
         } else {
@@ -395,6 +471,20 @@ impl Resolution {
             .collect()
     }
 
+    /// Stops waiting for every pending query: their answers no longer count as pending.
+    pub fn abandon_pending(&mut self) {
+        for s in &mut self.state {
+            if *s == QueryState::Pending {
+                *s = QueryState::Abandoned;
+            }
+        }
+    }
+
+    /// Records something skipped before any attempt, with the reason, for the race's error.
+    pub fn note_skipped(&mut self, what: impl Into<String>, why: impl Into<String>) {
+        self.skip(what, why);
+    }
+
     /// The HTTPS service information, if a compatible record arrived.
     pub fn service(&self) -> Option<&ServiceInfo> {
         self.service.as_ref()
@@ -409,7 +499,24 @@ impl Resolution {
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
     }
+
+    /// A family whose addresses were skipped because the host has no route for it, if any
+    /// (IPv6 first when both were).
+    pub fn unroutable_family(&self) -> Option<Family> {
+        Family::ALL
+            .into_iter()
+            .find(|f| self.unroutable[family_slot(*f)])
+    }
 }
+
+fn family_slot(f: Family) -> usize {
+    match f {
+        Family::V6 => 0,
+        Family::V4 => 1,
+    }
+}
+
+const LINK_LOCAL_WITHOUT_SCOPE: &str = "link-local address without a scope";
 
 /// Why `ip` can never be a destination (RFC 6724 §6 Rule 1 and common sense), if so.
 fn invalid_destination(ip: IpAddr) -> Option<&'static str> {
@@ -422,9 +529,7 @@ fn invalid_destination(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) if v4.is_broadcast() => Some("broadcast address"),
         IpAddr::V4(v4) if v4.octets()[0] == 0 => Some("address in 0.0.0.0/8"),
-        IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => {
-            Some("link-local address without a scope")
-        }
+        IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => Some(LINK_LOCAL_WITHOUT_SCOPE),
         _ => None,
     }
 }
@@ -445,6 +550,7 @@ mod tests {
         Resolution::new(
             &[QueryKind::Aaaa, QueryKind::A],
             Connectivity::DUAL_STACK,
+            Family::V6,
             Duration::from_millis(50),
             AnswerLimits::default(),
         )
@@ -469,6 +575,55 @@ mod tests {
         assert_eq!(r.deadline(), Some(at(70)));
         assert!(!r.poll(at(69)));
         assert!(r.poll(at(70)));
+    }
+
+    #[test]
+    fn with_ipv4_preferred_a_positive_a_answer_moves_on_at_once() {
+        let mut r = Resolution::new(
+            &[QueryKind::Aaaa, QueryKind::A],
+            Connectivity::DUAL_STACK,
+            Family::V4,
+            Duration::from_millis(50),
+            AnswerLimits::default(),
+        );
+        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
+        assert!(r.poll(at(20)));
+    }
+
+    #[test]
+    fn loopback_is_reachable_without_global_connectivity() {
+        let none = Connectivity {
+            v6: false,
+            v4: false,
+            nat64: None,
+        };
+        let r = Resolution::fixed(&[ip("::1"), ip("127.0.0.1")], false, none);
+        assert_eq!(r.addresses(), [ip("::1"), ip("127.0.0.1")]);
+        assert!(r.skipped().is_empty());
+    }
+
+    #[test]
+    fn a_literal_of_a_family_without_a_route_is_reported_as_unroutable() {
+        let v4_only = Connectivity {
+            v6: false,
+            v4: true,
+            nat64: None,
+        };
+        let r = Resolution::literal(ip("2001:db8::a"), v4_only);
+        assert!(r.addresses().is_empty());
+        assert_eq!(r.unroutable_family(), Some(Family::V6));
+    }
+
+    #[test]
+    fn a_scoped_link_local_literal_is_admitted_and_an_unscoped_one_is_not() {
+        let c = Connectivity::DUAL_STACK;
+        assert_eq!(
+            Resolution::fixed(&[ip("fe80::1")], true, c).addresses(),
+            [ip("fe80::1")]
+        );
+        let r = Resolution::fixed(&[ip("fe80::1")], false, c);
+        assert!(r.addresses().is_empty());
+        assert_eq!(r.skipped()[0].why, "link-local address without a scope");
     }
 
     #[test]
@@ -518,6 +673,7 @@ mod tests {
         let mut r = Resolution::new(
             &[QueryKind::A],
             Connectivity::DUAL_STACK,
+            Family::V6,
             Duration::from_millis(50),
             AnswerLimits { max_addresses: 4 },
         );
@@ -538,6 +694,7 @@ mod tests {
         let mut r = Resolution::new(
             &conn.queries(false),
             conn,
+            Family::V6,
             Duration::from_millis(50),
             AnswerLimits::default(),
         );
@@ -569,6 +726,7 @@ mod tests {
         let mut r = Resolution::new(
             &[QueryKind::Https, QueryKind::Aaaa],
             Connectivity::DUAL_STACK,
+            Family::V6,
             Duration::from_millis(50),
             AnswerLimits::default(),
         );

@@ -35,14 +35,38 @@ impl Source {
     }
 }
 
+/// One destination and the source address the host would use for it: what the driver hands
+/// the race with each DNS answer, so the race can sort without asking anyone.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct SourceOf {
+    /// The destination (as the race will see it: IPv4-mapped and NAT64-synthesized addresses
+    /// already turned into IPv4; see [`crate::Connectivity::destinations`]).
+    pub dst: IpAddr,
+    /// Its source, or `None` when the destination is unusable (RFC 6724 Rule 1).
+    pub source: Option<Source>,
+}
+
 /// Finds the source address for a destination, or `None` when the destination is unusable
 /// (RFC 6724 Rule 1: no route, or the kernel refuses it).
 ///
-/// The driver implements this with a connected UDP socket (no packet is sent); the domain crates
-/// only call it.
-pub trait SourceSelector: Send + Sync {
+/// The driver implements this with a connected UDP socket (no packet is sent), outside the
+/// race, and hands the results in as [`SourceOf`] data. Tests use a [`HostModel`].
+pub trait SourceSelector {
     /// The source for `dst`, or `None` if `dst` is unusable.
     fn source_for(&self, dst: IpAddr) -> Option<Source>;
+
+    /// The sources of every destination in `dsts`.
+    fn sources_for(&self, dsts: impl IntoIterator<Item = IpAddr>) -> Vec<SourceOf>
+    where
+        Self: Sized,
+    {
+        dsts.into_iter()
+            .map(|dst| SourceOf {
+                dst,
+                source: self.source_for(dst),
+            })
+            .collect()
+    }
 }
 
 /// A host described as data: one source per family, plus destinations with no route. It stands

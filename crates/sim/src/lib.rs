@@ -29,7 +29,7 @@
 mod run;
 mod scenario;
 
-pub use run::{Event, Run};
+pub use run::{Event, Player, Run, run_together};
 pub use scenario::{Behaviour, Scenario};
 
 pub use fastfallback_plan::FastFallbackExchangeFinder;

@@ -3,14 +3,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
-use fastfallback_plan::{AttemptRecord, ConnectPlan, FastFallbackExchangeFinder, RaceEnv};
+use fastfallback_plan::{AttemptRecord, ConnectPlan, FastFallbackExchangeFinder, RaceInput};
 use fastfallback_proto::{
     Alpn, AttemptError, AttemptErrorKind, AttemptEvent, AttemptId, CancelReason, DnsAnswer,
     Instant, Output, Phase, PooledId, QueryKind, RaceError, Winner,
 };
-use fastfallback_route::Route;
+use fastfallback_route::{Lesson, MemoryView, Route, SourceSelector};
 
 use crate::{Behaviour, Scenario};
 
@@ -135,6 +134,10 @@ pub struct Run {
     pub finished: bool,
     /// How often the race asked to be woken at a time already past (should be 0).
     pub past_deadlines: usize,
+    /// Every lesson the race taught route memory, in order.
+    pub lessons: Vec<Lesson>,
+    /// Whether the race ignored route memory ([`fastfallback_route::RouteMemory::explore_one_in`]).
+    pub history_ignored: bool,
 }
 
 #[derive(Debug)]
@@ -145,176 +148,254 @@ enum Input {
     Abandon,
 }
 
+fn ceil_ms(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+}
+
 /// Bounds the number of turns, so a bug can never hang a test.
 const MAX_TURNS: usize = 1_000_000;
 
-impl Scenario {
-    /// Plays the scenario with exact virtual times.
-    pub fn run(&self) -> Run {
-        let env = RaceEnv {
-            sources: Arc::new(self.host.clone()),
-            db: self.db.clone(),
-            connectivity: self.connectivity,
-        };
-        let t0 = Instant::from_millis(self.start_at);
-        let mut race =
-            FastFallbackExchangeFinder::new(self.address.clone(), self.policy.clone(), env, t0);
-        let mut queue: BTreeMap<(u64, u64), Input> = BTreeMap::new();
-        let mut seq = 0u64;
-        let mut push = |q: &mut BTreeMap<(u64, u64), Input>, t: u64, input: Input| {
-            seq += 1;
-            q.insert((t, seq), input);
-        };
-        let mut sent = Vec::new();
-        let mut pending_answers: Vec<(u64, QueryKind, DnsAnswer)> = self
-            .answers
-            .iter()
-            .map(|(t, k, a)| (t + self.start_at, *k, a.clone()))
-            .collect();
-        if let Some(t) = self.pooled_at {
-            push(&mut queue, t + self.start_at, Input::Pooled);
-        }
-        if let Some(t) = self.abandon_at {
-            push(&mut queue, t + self.start_at, Input::Abandon);
-        }
-        let mut per_addr: HashMap<IpAddr, usize> = HashMap::new();
-        let mut open: HashMap<AttemptId, bool> = HashMap::new();
-        let mut events = Vec::new();
-        let mut peak = 0;
-        let mut exchanges_left = self.exchanges;
-        let mut now = self.start_at;
-        let mut past_deadlines = 0;
+/// One scenario being played, a turn at a time. [`Scenario::run`] plays one to the end;
+/// [`run_together`] interleaves several that share route memory, as concurrent races in one
+/// process would.
+pub struct Player<'a> {
+    scenario: &'a Scenario,
+    race: FastFallbackExchangeFinder,
+    queue: BTreeMap<(u64, u64), Input>,
+    seq: u64,
+    pending_answers: Vec<(u64, QueryKind, DnsAnswer)>,
+    per_addr: HashMap<IpAddr, usize>,
+    open: HashMap<AttemptId, bool>,
+    events: Vec<Event>,
+    lessons: Vec<Lesson>,
+    peak: usize,
+    exchanges_left: usize,
+    now: u64,
+    past_deadlines: usize,
+    turns: usize,
+}
 
-        for _ in 0..MAX_TURNS {
-            // Act on everything the race wants at `now`.
-            while let Some(out) = race.poll_output(Instant::from_millis(now)) {
-                match out {
-                    Output::StartQuery(kind) => {
-                        events.push(Event::DnsQuery { t: now, kind });
-                        sent.push(kind);
-                        pending_answers.retain(|(t, k, a)| {
-                            if *k == kind {
-                                push(&mut queue, *t, Input::Dns(*k, a.clone()));
-                                false
-                            } else {
-                                true
-                            }
-                        });
-                    }
-                    Output::CancelQuery(kind) => {
-                        events.push(Event::DnsCancelled { t: now, kind });
-                        queue.retain(|_, i| !matches!(i, Input::Dns(k, _) if *k == kind));
-                    }
-                    Output::StartAttempt { id, plan } => {
-                        events.push(Event::AttemptStart {
-                            t: now,
-                            id,
-                            target: plan.route.target,
-                            plan: plan.to_string(),
-                        });
-                        open.insert(id, true);
-                        peak = peak.max(open.values().filter(|o| **o).count());
-                        let n = per_addr.entry(plan.route.target.ip()).or_default();
-                        let b = self
-                            .behaviours
-                            .get(&plan.route.target.ip())
-                            .and_then(|list| list.get(*n).or_else(|| list.last()))
-                            .cloned()
-                            .unwrap_or(Behaviour::Drop);
-                        *n += 1;
-                        schedule(&mut queue, &mut push, now, id, &plan, b);
-                    }
-                    Output::CancelAttempt { id, reason } => {
-                        events.push(Event::AttemptCancelled { t: now, id, reason });
-                        open.insert(id, false);
-                        queue.retain(|_, i| !matches!(i, Input::Attempt(a, _) if *a == id));
-                    }
-                    Output::Done(winner) => {
-                        events.push(Event::Done { t: now, winner });
-                        exchanges_left -= 1;
-                        if exchanges_left > 0 {
-                            race.next_exchange(Instant::from_millis(now));
+impl<'a> Player<'a> {
+    /// Starts the race at the scenario's start time: it takes its view of route memory now.
+    pub fn new(scenario: &'a Scenario) -> Self {
+        let t0 = Instant::from_millis(scenario.start_at);
+        let memory = match &scenario.db {
+            Some(db) => db.view(scenario.network, &scenario.address, t0),
+            None => MemoryView::disabled(),
+        };
+        let input = RaceInput::new(scenario.connectivity)
+            .memory(memory)
+            .seed(scenario.seed);
+        let race = FastFallbackExchangeFinder::new(
+            scenario.address.clone(),
+            scenario.policy.clone(),
+            input,
+            t0,
+        );
+        let mut p = Self {
+            scenario,
+            race,
+            queue: BTreeMap::new(),
+            seq: 0,
+            pending_answers: scenario
+                .answers
+                .iter()
+                .map(|(t, k, a)| (t + scenario.start_at, *k, a.clone()))
+                .collect(),
+            per_addr: HashMap::new(),
+            open: HashMap::new(),
+            events: Vec::new(),
+            lessons: Vec::new(),
+            peak: 0,
+            exchanges_left: scenario.exchanges,
+            now: scenario.start_at,
+            past_deadlines: 0,
+            turns: 0,
+        };
+        if let Some(t) = scenario.pooled_at {
+            p.push(t + scenario.start_at, Input::Pooled);
+        }
+        if let Some(t) = scenario.abandon_at {
+            p.push(t + scenario.start_at, Input::Abandon);
+        }
+        p.act();
+        p
+    }
+
+    fn push(&mut self, t: u64, input: Input) {
+        self.seq += 1;
+        self.queue.insert((t, self.seq), input);
+    }
+
+    /// When this player next has something to do, if ever.
+    pub fn next_time(&self) -> Option<u64> {
+        let next_input = self.queue.keys().next().map(|(t, _)| *t);
+        // Deadlines can fall between whole milliseconds (a delay of 3 × srtt); the sim's clock
+        // ticks in whole milliseconds, so it wakes at the first tick at or after them.
+        let next_timer = self.race.poll_timeout().map(ceil_ms);
+        match (next_input, next_timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (Some(a), None) | (None, Some(a)) => Some(a),
+            (None, None) => None,
+        }
+        .map(|t| t.max(self.now))
+    }
+
+    /// Plays the next instant: delivers every input due then (in one turn, before the race
+    /// decides), fires expired timers, acts on the outputs and hands the lessons to route
+    /// memory. Returns `false` when nothing is left to do.
+    pub fn step(&mut self) -> bool {
+        if self.turns >= MAX_TURNS {
+            return false;
+        }
+        self.turns += 1;
+        if self
+            .race
+            .poll_timeout()
+            .is_some_and(|t| ceil_ms(t) < self.now)
+        {
+            self.past_deadlines += 1;
+        }
+        let Some(next) = self.next_time() else {
+            return false;
+        };
+        self.now = next;
+        let t = Instant::from_millis(self.now);
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            match entry.remove() {
+                Input::Dns(kind, answer) => {
+                    self.events.push(Event::DnsAnswer {
+                        t: self.now,
+                        kind,
+                        summary: summarize(&answer),
+                    });
+                    let dsts = self.scenario.connectivity.destinations(&answer);
+                    let sources = self.scenario.host.sources_for(dsts);
+                    self.race.handle_dns(kind, answer, &sources, t);
+                }
+                Input::Attempt(id, ev) => self.deliver(id, ev, t),
+                Input::Pooled => {
+                    self.race.handle_pooled(PooledId(1), t);
+                }
+                Input::Abandon => self.race.abandon(t),
+            }
+        }
+        if self.race.poll_timeout().is_some_and(|d| d <= t) {
+            self.race.handle_timeout(t);
+        }
+        self.act();
+        true
+    }
+
+    fn deliver(&mut self, id: AttemptId, ev: AttemptEvent<ConnectPlan>, t: Instant) {
+        // A real driver drops an attempt's future when the race cancels it; an event for an
+        // attempt the race already ended in this same instant is likewise dropped.
+        if !self.race.attempt(id).is_some_and(AttemptRecord::in_flight) {
+            return;
+        }
+        let now = self.now;
+        match &ev {
+            AttemptEvent::TcpConnected => self.events.push(Event::TcpConnected { t: now, id }),
+            AttemptEvent::Failed { error, .. } => {
+                self.open.insert(id, false);
+                self.events.push(Event::AttemptFailed {
+                    t: now,
+                    id,
+                    error: error.clone(),
+                });
+            }
+            AttemptEvent::FollowUp(_) => {
+                self.open.insert(id, false);
+            }
+            AttemptEvent::Connected(_) => {}
+        }
+        self.race.handle_attempt(id, ev, t);
+    }
+
+    /// Acts on everything the race wants at `now`, then hands its lessons to route memory.
+    fn act(&mut self) {
+        let now = self.now;
+        while let Some(out) = self.race.poll_output(Instant::from_millis(now)) {
+            match out {
+                Output::StartQuery(kind) => {
+                    self.events.push(Event::DnsQuery { t: now, kind });
+                    let mut due = Vec::new();
+                    self.pending_answers.retain(|(t, k, a)| {
+                        if *k == kind {
+                            due.push((*t, Input::Dns(*k, a.clone())));
+                            false
+                        } else {
+                            true
                         }
-                    }
-                    Output::Failed(error) => {
-                        events.push(Event::Failed { t: now, error });
+                    });
+                    for (t, input) in due {
+                        self.push(t, input);
                     }
                 }
-            }
-            // Sleep until the next scripted event or the race's next deadline.
-            let next_input = queue.keys().next().map(|(t, _)| *t);
-            let next_timer = race.poll_timeout().map(Instant::as_millis);
-            if next_timer.is_some_and(|t| t < now) {
-                past_deadlines += 1;
-            }
-            let next = match (next_input, next_timer) {
-                (Some(a), Some(b)) => a.min(b),
-                (Some(a), None) | (None, Some(a)) => a,
-                (None, None) => break,
-            };
-            now = now.max(next);
-            // Deliver every input due at `now` in one turn, before the race decides.
-            while let Some(entry) = queue.first_entry() {
-                if entry.key().0 > now {
-                    break;
+                Output::CancelQuery(kind) => {
+                    self.events.push(Event::DnsCancelled { t: now, kind });
+                    self.queue
+                        .retain(|_, i| !matches!(i, Input::Dns(k, _) if *k == kind));
                 }
-                let t = Instant::from_millis(now);
-                match entry.remove() {
-                    Input::Dns(kind, answer) => {
-                        events.push(Event::DnsAnswer {
-                            t: now,
-                            kind,
-                            summary: summarize(&answer),
-                        });
-                        race.handle_dns(kind, answer, t);
+                Output::StartAttempt { id, plan } => {
+                    self.events.push(Event::AttemptStart {
+                        t: now,
+                        id,
+                        target: plan.route.target,
+                        plan: plan.to_string(),
+                    });
+                    self.open.insert(id, true);
+                    self.peak = self.peak.max(self.open.values().filter(|o| **o).count());
+                    let n = self.per_addr.entry(plan.route.target.ip()).or_default();
+                    let b = self
+                        .scenario
+                        .behaviours
+                        .get(&plan.route.target.ip())
+                        .and_then(|list| list.get(*n).or_else(|| list.last()))
+                        .cloned()
+                        .unwrap_or(Behaviour::Drop);
+                    *n += 1;
+                    for (t, input) in schedule(now, id, &plan, b) {
+                        self.push(t, input);
                     }
-                    Input::Attempt(id, ev) => {
-                        // A real driver drops an attempt's future when the race cancels it; an
-                        // event for an attempt the race already ended in this same instant is
-                        // likewise dropped.
-                        let live = race
-                            .attempts()
-                            .get(id.0 as usize)
-                            .is_some_and(|a| a.outcome.is_none());
-                        if !live {
-                            continue;
-                        }
-                        match &ev {
-                            AttemptEvent::TcpConnected => {
-                                events.push(Event::TcpConnected { t: now, id });
-                            }
-                            AttemptEvent::Failed { error, .. } => {
-                                open.insert(id, false);
-                                events.push(Event::AttemptFailed {
-                                    t: now,
-                                    id,
-                                    error: error.clone(),
-                                });
-                            }
-                            AttemptEvent::FollowUp(_) => {
-                                open.insert(id, false);
-                            }
-                            AttemptEvent::Connected(_) => {}
-                        }
-                        race.handle_attempt(id, ev, t);
+                }
+                Output::CancelAttempt { id, reason } => {
+                    self.events
+                        .push(Event::AttemptCancelled { t: now, id, reason });
+                    self.open.insert(id, false);
+                    self.queue
+                        .retain(|_, i| !matches!(i, Input::Attempt(a, _) if *a == id));
+                }
+                Output::Done(winner) => {
+                    self.events.push(Event::Done { t: now, winner });
+                    self.exchanges_left -= 1;
+                    if self.exchanges_left > 0 {
+                        self.race.next_exchange(Instant::from_millis(now));
                     }
-                    Input::Pooled => {
-                        race.handle_pooled(PooledId(1), t);
-                    }
-                    Input::Abandon => {
-                        race.abandon(t);
-                    }
+                }
+                Output::Failed(error) => {
+                    self.events.push(Event::Failed { t: now, error });
                 }
             }
         }
-        // Drain anything left (cancellations after abandonment).
-        while let Some(out) = race.poll_output(Instant::from_millis(now)) {
-            if let Output::CancelAttempt { id, reason } = out {
-                events.push(Event::AttemptCancelled { t: now, id, reason });
-                open.insert(id, false);
-            }
+        let lessons: Vec<Lesson> = self.race.drain_lessons().collect();
+        if let Some(db) = &self.scenario.db {
+            db.learn(
+                self.scenario.network,
+                &self.scenario.address,
+                lessons.iter().copied(),
+            );
         }
-        let winners: Vec<AttemptId> = events
+        self.lessons.extend(lessons);
+    }
+
+    /// Ends the run and returns its record.
+    pub fn finish(self) -> Run {
+        let winners: Vec<AttemptId> = self
+            .events
             .iter()
             .filter_map(|e| match e {
                 Event::Done {
@@ -324,100 +405,104 @@ impl Scenario {
                 _ => None,
             })
             .collect();
-        let open_sockets = open
+        let open_sockets = self
+            .open
             .iter()
             .filter(|(id, o)| **o && !winners.contains(id))
             .count()
             + winners.len();
         Run {
-            events,
-            attempts: race.attempts().to_vec(),
-            peak_in_flight: peak,
+            events: self.events,
+            attempts: self.race.attempts().to_vec(),
+            peak_in_flight: self.peak,
             open_sockets,
-            final_order: race.endpoint_order(),
-            finished: race.is_finished(),
-            past_deadlines,
+            final_order: self.race.endpoint_order(),
+            finished: self.race.is_finished(),
+            past_deadlines: self.past_deadlines,
+            lessons: self.lessons,
+            history_ignored: self.race.history_ignored(),
         }
     }
 }
 
-fn schedule(
-    queue: &mut BTreeMap<(u64, u64), Input>,
-    push: &mut impl FnMut(&mut BTreeMap<(u64, u64), Input>, u64, Input),
-    now: u64,
-    id: AttemptId,
-    plan: &ConnectPlan,
-    b: Behaviour,
-) {
+impl Scenario {
+    /// Plays the scenario with exact virtual times.
+    pub fn run(&self) -> Run {
+        let mut p = Player::new(self);
+        while p.step() {}
+        p.finish()
+    }
+}
+
+/// Plays several scenarios at once, as concurrent races of one process: every race starts (and
+/// takes its view of route memory) first, then the earliest pending instant of any race is
+/// played, ties going to the earlier scenario. Races that share a `RouteDatabase` apply their
+/// lessons to it as they learn them.
+pub fn run_together(scenarios: &[Scenario]) -> Vec<Run> {
+    let mut players: Vec<Player<'_>> = scenarios.iter().map(Player::new).collect();
+    for _ in 0..MAX_TURNS {
+        let next = players
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.next_time().map(|t| (t, i)))
+            .min();
+        let Some((_, i)) = next else {
+            break;
+        };
+        if !players[i].step() {
+            break;
+        }
+    }
+    players.into_iter().map(Player::finish).collect()
+}
+
+fn schedule(now: u64, id: AttemptId, plan: &ConnectPlan, b: Behaviour) -> Vec<(u64, Input)> {
     let tls = plan.tls.is_some();
     let follow = |to: SocketAddr| ConnectPlan {
         route: Route::direct(to),
         attempt: plan.attempt + 1,
         ..plan.clone()
     };
+    let ev = |e| Input::Attempt(id, e);
     match b {
-        Behaviour::Ok { tcp, tls: tls_ms } => {
-            if tls {
-                push(
-                    queue,
-                    now + tcp,
-                    Input::Attempt(id, AttemptEvent::TcpConnected),
-                );
-                let alpn = Some(Alpn::H2);
-                push(
-                    queue,
-                    now + tcp + tls_ms,
-                    Input::Attempt(id, AttemptEvent::Connected(alpn)),
-                );
-            } else {
-                push(
-                    queue,
-                    now + tcp,
-                    Input::Attempt(id, AttemptEvent::Connected(None)),
-                );
-            }
-        }
+        Behaviour::Ok { tcp, tls: tls_ms } if tls => vec![
+            (now + tcp, ev(AttemptEvent::TcpConnected)),
+            (
+                now + tcp + tls_ms,
+                ev(AttemptEvent::Connected(Some(Alpn::H2))),
+            ),
+        ],
+        Behaviour::Ok { tcp, .. } => vec![(now + tcp, ev(AttemptEvent::Connected(None)))],
         Behaviour::Fail { after, kind } => {
             let error = AttemptError::new(kind, Phase::Tcp, os_error(kind));
-            push(
-                queue,
+            vec![(
                 now + after,
-                Input::Attempt(
-                    id,
-                    AttemptEvent::Failed {
-                        error,
-                        follow_up: None,
-                    },
-                ),
-            );
+                ev(AttemptEvent::Failed {
+                    error,
+                    follow_up: None,
+                }),
+            )]
         }
         Behaviour::TlsFail {
             tcp,
             tls: tls_ms,
             follow_up,
         } => {
-            push(
-                queue,
-                now + tcp,
-                Input::Attempt(id, AttemptEvent::TcpConnected),
-            );
             let error =
                 AttemptError::new(AttemptErrorKind::Tls, Phase::Tls, "handshake failure alert");
             let follow_up = follow_up.map(follow);
-            push(
-                queue,
-                now + tcp + tls_ms,
-                Input::Attempt(id, AttemptEvent::Failed { error, follow_up }),
-            );
+            vec![
+                (now + tcp, ev(AttemptEvent::TcpConnected)),
+                (
+                    now + tcp + tls_ms,
+                    ev(AttemptEvent::Failed { error, follow_up }),
+                ),
+            ]
         }
         Behaviour::FollowUp { after, to } => {
-            push(
-                queue,
-                now + after,
-                Input::Attempt(id, AttemptEvent::FollowUp(follow(to))),
-            );
+            vec![(now + after, ev(AttemptEvent::FollowUp(follow(to))))]
         }
-        Behaviour::Drop => {}
+        Behaviour::Drop => Vec::new(),
     }
 }
 
@@ -472,7 +557,8 @@ impl Run {
 
     fn target_of(&self, id: AttemptId) -> String {
         self.attempts
-            .get(id.0 as usize)
+            .iter()
+            .find(|a| a.id == id)
             .map_or_else(|| "?".into(), |a| short(a.plan.route.target.ip()))
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fastfallback_plan::FallbackPolicy;
 use fastfallback_proto::{AttemptErrorKind, DnsAnswer, DnsError, HttpsRecord, QueryKind};
-use fastfallback_route::{Address, Connectivity, HostModel, RouteDatabase};
+use fastfallback_route::{Address, Connectivity, HostModel, NetworkId, RouteDatabase};
 
 /// How one address behaves for one attempt. Times are from the attempt's start.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -59,6 +59,8 @@ pub struct Scenario {
     pub(crate) answers: Vec<(u64, QueryKind, DnsAnswer)>,
     pub(crate) behaviours: HashMap<IpAddr, Vec<Behaviour>>,
     pub(crate) db: Option<Arc<RouteDatabase>>,
+    pub(crate) network: NetworkId,
+    pub(crate) seed: u64,
     pub(crate) pooled_at: Option<u64>,
     pub(crate) abandon_at: Option<u64>,
     pub(crate) exchanges: usize,
@@ -102,6 +104,8 @@ impl Scenario {
             answers: Vec::new(),
             behaviours: HashMap::new(),
             db: None,
+            network: NetworkId(0),
+            seed: 0,
             pooled_at: None,
             abandon_at: None,
             exchanges: 1,
@@ -143,9 +147,23 @@ impl Scenario {
         self
     }
 
-    /// Shares route memory with other runs.
+    /// Shares route memory with other runs: the race takes a view of `db` when it starts, and
+    /// its lessons are applied to `db` as it learns them.
     pub fn memory(mut self, db: Arc<RouteDatabase>) -> Self {
         self.db = Some(db);
+        self
+    }
+
+    /// Runs on `network` (route memory is kept per network; default `NetworkId(0)`).
+    pub fn network(mut self, network: NetworkId) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Seeds the race's random choices (default 0, which never ignores history with the
+    /// default `explore_one_in`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
         self
     }
 

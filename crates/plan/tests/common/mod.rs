@@ -25,3 +25,26 @@ pub fn at(list: &[(&str, u64)]) -> Vec<(String, u64)> {
 pub fn one(a: &str, t: u64) -> Option<(String, u64)> {
     Some((a.to_owned(), t))
 }
+
+/// Teaches `db` that a TCP handshake from `origin` to `target` (`[ip]:port` or `ip:port`) took
+/// `rtt_ms`, at time 0, on the sim's default network.
+pub fn remember_rtt(
+    db: &fastfallback_route::RouteDatabase,
+    origin: &str,
+    target: &str,
+    rtt_ms: u64,
+) {
+    use fastfallback_route::{Address, Lesson, LessonKind, NetworkId};
+    let lesson = Lesson {
+        target: target.parse().expect("target socket address"),
+        at: fastfallback_proto::Instant::ZERO,
+        kind: LessonKind::Connected {
+            rtt: std::time::Duration::from_millis(rtt_ms),
+        },
+    };
+    db.learn(
+        NetworkId(0),
+        &Address::parse(origin).expect("origin"),
+        [lesson],
+    );
+}

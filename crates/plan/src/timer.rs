@@ -1,0 +1,102 @@
+//! The race's timers as a table: one deadline per [`Timer`] kind (quinn-proto's
+//! `TimerTable`). [`crate::FastFallbackExchangeFinder::poll_timeout`] is the earliest entry;
+//! [`crate::FastFallbackExchangeFinder::handle_timeout`] fires every entry that has passed.
+
+use fastfallback_proto::Instant;
+
+/// The kinds of timer a race runs. The order of [`Timer::ALL`] is the order in which timers
+/// that expire at the same instant fire.
+#[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
+pub enum Timer {
+    /// The overall connect deadline (reference profile P12). Firing fails the race.
+    Deadline,
+    /// The earliest per-attempt time limit among attempts in flight. Firing cancels every
+    /// attempt whose limit has passed.
+    AttemptTimeout,
+    /// The Resolution Delay (RFC 8305 §3, HEv3 §4.2), while the race waits to move on. Firing
+    /// lets it move on with the answers it has.
+    ResolutionDelay,
+    /// When the next attempt may start: the Connection Attempt Delay after the latest start
+    /// (HEv3 §6), or the end of a hold for a better answer. Armed only while an attempt is
+    /// waiting for it. Firing lets the race start it.
+    NextAttempt,
+    /// The end of the DNS tail after a win (HEv3 §6: keep taking answers for about a second).
+    /// Firing abandons the queries still pending.
+    DnsTail,
+}
+
+impl Timer {
+    /// Every kind, in firing order.
+    pub const ALL: [Self; 5] = [
+        Self::Deadline,
+        Self::AttemptTimeout,
+        Self::ResolutionDelay,
+        Self::NextAttempt,
+        Self::DnsTail,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            Self::Deadline => 0,
+            Self::AttemptTimeout => 1,
+            Self::ResolutionDelay => 2,
+            Self::NextAttempt => 3,
+            Self::DnsTail => 4,
+        }
+    }
+}
+
+/// One optional deadline per [`Timer`].
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub(crate) struct TimerTable {
+    at: [Option<Instant>; 5],
+}
+
+impl TimerTable {
+    pub(crate) fn set(&mut self, timer: Timer, at: Option<Instant>) {
+        self.at[timer.index()] = at;
+    }
+
+    pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
+        self.at[timer.index()]
+    }
+
+    pub(crate) fn stop_all(&mut self) {
+        self.at = [None; 5];
+    }
+
+    /// The earliest deadline, if any timer is armed.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.at.iter().flatten().min().copied()
+    }
+
+    /// Disarms and returns every timer that has expired at `now`, in firing order.
+    pub(crate) fn expire(&mut self, now: Instant) -> impl Iterator<Item = Timer> + use<> {
+        let mut fired = [None; 5];
+        for t in Timer::ALL {
+            if self.get(t).is_some_and(|at| at <= now) {
+                self.set(t, None);
+                fired[t.index()] = Some(t);
+            }
+        }
+        fired.into_iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_the_earliest_and_expiry_fires_in_table_order() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next(), None);
+        t.set(Timer::DnsTail, Some(Instant::from_millis(5)));
+        t.set(Timer::Deadline, Some(Instant::from_millis(5)));
+        t.set(Timer::NextAttempt, Some(Instant::from_millis(9)));
+        assert_eq!(t.next(), Some(Instant::from_millis(5)));
+        let fired: Vec<Timer> = t.expire(Instant::from_millis(5)).collect();
+        assert_eq!(fired, [Timer::Deadline, Timer::DnsTail]);
+        assert_eq!(t.next(), Some(Instant::from_millis(9)));
+    }
+}

@@ -1,0 +1,909 @@
+//! Route memory: failures, RTT per route, and health per address family, as data.
+//!
+//! OkHttp's `RouteDatabase` remembers only post-connect failures (its issue #7553), never
+//! forgets and only reorders. Ours records TCP and TLS failures too, keeps an RTT estimate per
+//! route and per family, is bounded in size and expires entries.
+//!
+//! The race never touches the shared store. It works like quinn-proto:
+//!
+//! ```text
+//!   RouteDatabase ──view(network, origin, now)──▶ MemoryView ──▶ race (reads, and learns locally)
+//!        ▲                                                           │
+//!        └───────────── learn(network, origin, lessons) ◀── Lesson ──┘
+//! ```
+//!
+//! - [`MemoryView`] is a copy of what the store knows about one origin on one network, taken
+//!   when a race starts. The race orders routes and sizes its Connection Attempt Delay from it,
+//!   and applies its own lessons to it, so a race's timeline depends only on its inputs, never
+//!   on what concurrent races do.
+//! - [`Lesson`]s leave the race as outputs; the driver applies them to the [`RouteDatabase`].
+//!
+//! RTT samples come in two kinds:
+//! - a **measured** sample, when a TCP handshake completes: folded in with RFC 6298's
+//!   `srtt = 7/8 srtt + 1/8 r`;
+//! - a **lower bound**, when an attempt is stopped after `e` without its handshake finishing (it
+//!   lost the race, or the caller gave up): the path is at least `e` slow, so
+//!   `srtt = max(srtt, e)`. This one mechanism lets a blackholed or very slow family sort behind
+//!   the other on the next contact, for this host and (through the family record) for new
+//!   hosts. A bound is not a sample: the next measured sample replaces it outright, so a path
+//!   that recovered is believed at once.
+//!
+//! History is partitioned as HEv3 §5.3 asks (R-21): per network ([`NetworkId`]: "MUST NOT be
+//! used across different PvDs"; memory of other networks is set aside, and used again when the
+//! network comes back), and per origin (routes learned for one host never reorder another's).
+//! Convergence ("clients with different histories eventually converge") comes from expiry
+//! ([`RouteMemory::ttl`]) and from races that ignore history now and then
+//! ([`RouteMemory::explore_one_in`]).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fastfallback_proto::{AttemptErrorKind, Family, Instant, Phase};
+
+use crate::{Address, Host};
+
+mod persist;
+
+pub use persist::{MAX_FILE_BYTES, PersistError};
+
+/// Settings for route memory.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct RouteMemory {
+    /// Whether to remember anything.
+    pub enabled: bool,
+    /// How long an entry is believed. RFC 6555 §4.2 suggests flushing after about 10 minutes.
+    pub ttl: Duration,
+    /// The most routes remembered per network; the least recently updated origins are
+    /// forgotten first.
+    pub max_routes: usize,
+    /// One race in this many ignores history (it orders and paces as a first contact would,
+    /// and still learns), so a family that has recovered is noticed (HEv3 §5.3: clients with
+    /// different histories "MUST" eventually converge). 0 never ignores it.
+    pub explore_one_in: u32,
+}
+
+impl Default for RouteMemory {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl: Duration::from_secs(600),
+            max_routes: 1024,
+            explore_one_in: 64,
+        }
+    }
+}
+
+/// Which network the host is on: a digest of its source prefixes and default routes, computed
+/// by the driver. HEv3 §5.3 forbids using history across provisioning domains; memory is kept
+/// per network id.
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub struct NetworkId(pub u64);
+
+/// What one attempt taught: the race's output, applied to the [`RouteDatabase`] by the driver.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Lesson {
+    /// The socket address the attempt connected to (the key of route memory).
+    pub target: SocketAddr,
+    /// When it was learned.
+    pub at: Instant,
+    /// What was learned.
+    pub kind: LessonKind,
+}
+
+/// The kinds of [`Lesson`].
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub enum LessonKind {
+    /// The TCP handshake completed in `rtt`: a measured RTT sample. Clears the route's failure
+    /// record and the family's path-failure mark.
+    Connected {
+        /// The handshake time.
+        rtt: Duration,
+    },
+    /// The attempt was stopped after `elapsed` before its TCP handshake finished: a lower
+    /// bound on the route's RTT.
+    Unfinished {
+        /// How long it ran.
+        elapsed: Duration,
+    },
+    /// The attempt failed. The route is postponed for the TTL; a path failure (unreachable or
+    /// timed out) during TCP also marks the family.
+    Failed {
+        /// How.
+        kind: AttemptErrorKind,
+        /// In which step.
+        phase: Phase,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+struct Rtt {
+    srtt: Option<Duration>,
+    /// Whether `srtt` is a lower bound from an unfinished attempt rather than a measurement.
+    bound: bool,
+    updated: Instant,
+}
+
+impl Rtt {
+    fn measured(&mut self, r: Duration, now: Instant) {
+        self.srtt = Some(match self.srtt {
+            Some(s) if !self.bound => (s * 7 + r) / 8,
+            _ => r,
+        });
+        self.bound = false;
+        self.updated = now;
+    }
+
+    fn at_least(&mut self, floor: Duration, now: Instant) {
+        if self.srtt.is_none_or(|s| s < floor) {
+            self.srtt = Some(floor);
+            self.bound = true;
+        }
+        self.updated = now;
+    }
+
+    fn get(&self, now: Instant, ttl: Duration) -> Option<Duration> {
+        self.srtt.filter(|_| now - self.updated <= ttl)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+struct RouteRecord {
+    rtt: Rtt,
+    failed_at: Option<Instant>,
+    failures: u32,
+    touched: Instant,
+}
+
+impl RouteRecord {
+    fn learn(&mut self, kind: LessonKind, at: Instant) {
+        match kind {
+            LessonKind::Connected { rtt } => {
+                self.rtt.measured(rtt, at);
+                self.failed_at = None;
+                self.failures = 0;
+            }
+            LessonKind::Unfinished { elapsed } => self.rtt.at_least(elapsed, at),
+            LessonKind::Failed { .. } => {
+                self.failed_at = Some(at);
+                self.failures = self.failures.saturating_add(1);
+            }
+        }
+        self.touched = at;
+    }
+
+    fn fresh(&self, now: Instant, ttl: Duration) -> bool {
+        now - self.touched <= ttl
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+struct FamilyRecord {
+    rtt: Rtt,
+    /// When the family last had a path failure (unreachable or timeout) with no success since.
+    path_failure_at: Option<Instant>,
+}
+
+impl FamilyRecord {
+    fn learn(&mut self, kind: LessonKind, at: Instant) {
+        match kind {
+            LessonKind::Connected { rtt } => {
+                self.rtt.measured(rtt, at);
+                self.path_failure_at = None;
+            }
+            LessonKind::Unfinished { elapsed } => self.rtt.at_least(elapsed, at),
+            LessonKind::Failed { kind, phase } => {
+                // A TLS step that times out says something about the server, not the path.
+                if kind.is_path_failure() && phase == Phase::Tcp {
+                    self.path_failure_at = Some(at);
+                }
+            }
+        }
+    }
+}
+
+fn slot(f: Family) -> usize {
+    match f {
+        Family::V6 => 0,
+        Family::V4 => 1,
+    }
+}
+
+/// What route memory knows about one origin on one network, as plain data: the race's input.
+///
+/// A race takes a view when it starts ([`RouteDatabase::view`]), reads it while it orders and
+/// paces attempts, and applies its own lessons to it ([`MemoryView::learn`]). It never sees
+/// what other races learn after its start.
+///
+/// ```
+/// use fastfallback_route::{Lesson, LessonKind, MemoryView, RouteMemory};
+/// use fastfallback_proto::{AttemptErrorKind, Instant, Phase};
+/// use std::time::Duration;
+///
+/// let mut view = MemoryView::empty(RouteMemory::default());
+/// let target = "[2001:db8::a]:443".parse().unwrap();
+/// let t0 = Instant::from_millis(0);
+/// let refused = LessonKind::Failed { kind: AttemptErrorKind::Refused, phase: Phase::Tcp };
+/// view.learn(&Lesson { target, at: t0, kind: refused });
+/// assert!(view.is_postponed(target, t0 + Duration::from_secs(1)));
+/// view.learn(&Lesson { target, at: t0, kind: LessonKind::Connected { rtt: Duration::from_millis(20) } });
+/// assert_eq!(view.srtt(target, t0), Some(Duration::from_millis(20)));
+/// ```
+#[derive(Clone, Debug, Default, Eq, PartialEq)]
+pub struct MemoryView {
+    config: RouteMemory,
+    routes: Vec<(SocketAddr, RouteRecord)>,
+    families: [FamilyRecord; 2],
+}
+
+/// The most routes one view (one origin) holds; more are not learned locally.
+const MAX_ROUTES_PER_ORIGIN: usize = 64;
+
+impl MemoryView {
+    /// A view that knows nothing: a first contact on a new network.
+    pub fn empty(config: RouteMemory) -> Self {
+        Self {
+            config,
+            routes: Vec::new(),
+            families: [FamilyRecord::default(); 2],
+        }
+    }
+
+    /// A view with memory turned off: it knows nothing and learns nothing.
+    pub fn disabled() -> Self {
+        Self::empty(RouteMemory {
+            enabled: false,
+            ..RouteMemory::default()
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> RouteMemory {
+        self.config
+    }
+
+    /// Whether memory is on.
+    pub fn is_enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    /// Forgets what this view knows but keeps learning: a race that ignores history
+    /// ([`RouteMemory::explore_one_in`]).
+    pub fn forget(&mut self) {
+        self.routes.clear();
+        self.families = [FamilyRecord::default(); 2];
+    }
+
+    /// Applies one lesson locally, as the store will when the driver hands it over.
+    pub fn learn(&mut self, lesson: &Lesson) {
+        if !self.config.enabled {
+            return;
+        }
+        self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+        if let Some((_, r)) = self.routes.iter_mut().find(|(t, _)| *t == lesson.target) {
+            r.learn(lesson.kind, lesson.at);
+        } else if self.routes.len() < MAX_ROUTES_PER_ORIGIN {
+            let mut r = RouteRecord::default();
+            r.learn(lesson.kind, lesson.at);
+            self.routes.push((lesson.target, r));
+        }
+    }
+
+    fn route(&self, target: SocketAddr) -> Option<&RouteRecord> {
+        self.routes
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, r)| r)
+    }
+
+    /// Whether `target` failed within the TTL and has not connected since (OkHttp's
+    /// `shouldPostpone`, with expiry).
+    pub fn is_postponed(&self, target: SocketAddr, now: Instant) -> bool {
+        let ttl = self.config.ttl;
+        self.route(target)
+            .and_then(|r| r.failed_at)
+            .is_some_and(|at| now - at <= ttl)
+    }
+
+    /// The route's smoothed RTT, if known and fresh.
+    pub fn srtt(&self, target: SocketAddr, now: Instant) -> Option<Duration> {
+        self.route(target)
+            .and_then(|r| r.rtt.get(now, self.config.ttl))
+    }
+
+    /// The family's recent smoothed RTT on this network, if known and fresh.
+    pub fn family_srtt(&self, family: Family, now: Instant) -> Option<Duration> {
+        self.families[slot(family)].rtt.get(now, self.config.ttl)
+    }
+
+    /// Whether `family` had a path failure within the TTL with no success since.
+    pub fn family_path_failed(&self, family: Family, now: Instant) -> bool {
+        self.families[slot(family)]
+            .path_failure_at
+            .is_some_and(|at| now - at <= self.config.ttl)
+    }
+
+    /// Whether history says `family` should not lead, given the other family is available: it
+    /// had a path failure and the other did not, or its RTT is known to exceed the other
+    /// family's by more than `margin`.
+    pub fn family_is_worse(&self, family: Family, margin: Duration, now: Instant) -> bool {
+        if self.family_path_failed(family, now) && !self.family_path_failed(family.other(), now) {
+            return true;
+        }
+        match (
+            self.family_srtt(family, now),
+            self.family_srtt(family.other(), now),
+        ) {
+            (Some(a), Some(b)) => a > b + margin,
+            _ => false,
+        }
+    }
+
+    /// Whether this view knows anything (a route or a family record).
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty() && self.families == [FamilyRecord::default(); 2]
+    }
+}
+
+/// A multiplicative hasher for the store's integer keys: much cheaper than SipHash, and the
+/// keys are not attacker-chosen in a way that matters (a collision only costs a lookup).
+#[derive(Clone, Copy, Debug, Default)]
+struct FxHasher(u64);
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(FX_SEED);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The key of an origin in the store: a hash of its host and port. The full host is kept in
+/// the entry and compared, so a collision is a miss, never a mix-up.
+fn origin_hash(host: &Host, port: u16) -> u64 {
+    let mut h = FxHasher::default();
+    match host {
+        Host::Name(n) => {
+            h.write_u8(0);
+            h.write(n.as_bytes());
+        }
+        Host::Ip(ip) => {
+            h.write_u8(1);
+            ip.hash(&mut h);
+        }
+    }
+    h.write_u16(port);
+    h.finish()
+}
+
+#[derive(Clone, Debug)]
+struct OriginMemory {
+    host: Host,
+    port: u16,
+    routes: Vec<(SocketAddr, RouteRecord)>,
+    touched: Instant,
+}
+
+#[derive(Clone, Debug)]
+struct NetworkMemory {
+    id: NetworkId,
+    families: [FamilyRecord; 2],
+    origins: HashMap<u64, OriginMemory, BuildHasherDefault<FxHasher>>,
+    routes: usize,
+}
+
+impl NetworkMemory {
+    fn new(id: NetworkId) -> Self {
+        Self {
+            id,
+            families: [FamilyRecord::default(); 2],
+            origins: HashMap::default(),
+            routes: 0,
+        }
+    }
+
+    /// Drops expired origins, then the least recently touched eighth while over `max_routes`.
+    fn evict(&mut self, now: Instant, config: RouteMemory) {
+        let ttl = config.ttl;
+        self.origins.retain(|_, o| now - o.touched <= ttl);
+        self.routes = self.origins.values().map(|o| o.routes.len()).sum();
+        while self.routes >= config.max_routes && !self.origins.is_empty() {
+            let mut ages: Vec<(Instant, u64)> =
+                self.origins.iter().map(|(k, o)| (o.touched, *k)).collect();
+            ages.sort_unstable();
+            let drop = (ages.len() / 8).max(1);
+            for (_, k) in &ages[..drop] {
+                if let Some(o) = self.origins.remove(k) {
+                    self.routes -= o.routes.len();
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Most recently used first; at most [`MAX_NETWORKS`].
+    networks: Vec<NetworkMemory>,
+}
+
+/// How many networks' memories are kept (the current one and those set aside).
+const MAX_NETWORKS: usize = 4;
+
+impl Inner {
+    fn network(&self, id: NetworkId) -> Option<&NetworkMemory> {
+        self.networks.iter().find(|n| n.id == id)
+    }
+
+    /// The network's memory, moved to the front, created if new.
+    fn network_mut(&mut self, id: NetworkId) -> &mut NetworkMemory {
+        match self.networks.iter().position(|n| n.id == id) {
+            Some(0) => {}
+            Some(i) => {
+                let n = self.networks.remove(i);
+                self.networks.insert(0, n);
+            }
+            None => {
+                self.networks.truncate(MAX_NETWORKS - 1);
+                self.networks.insert(0, NetworkMemory::new(id));
+            }
+        }
+        &mut self.networks[0]
+    }
+}
+
+/// Memory of past routes, shared by all races of a client, kept per network and per origin.
+/// Thread-safe; every method takes `now`. Races never call it: the driver takes a
+/// [`MemoryView`] for each race and applies the race's [`Lesson`]s afterwards.
+///
+/// ```
+/// use fastfallback_route::{Address, Lesson, LessonKind, NetworkId, RouteDatabase, RouteMemory};
+/// use fastfallback_proto::{AttemptErrorKind, Instant, Phase};
+///
+/// let db = RouteDatabase::new(RouteMemory::default());
+/// let home = NetworkId(1);
+/// let origin = Address::parse("https://example.com").unwrap();
+/// let target = "[2001:db8::a]:443".parse().unwrap();
+/// let t0 = Instant::from_millis(0);
+/// let kind = LessonKind::Failed { kind: AttemptErrorKind::Unreachable, phase: Phase::Tcp };
+/// db.learn(home, &origin, [Lesson { target, at: t0, kind }]);
+/// assert!(db.view(home, &origin, t0).is_postponed(target, t0));
+/// // Another network sees none of it (HEv3 §5.3).
+/// assert!(db.view(NetworkId(2), &origin, t0).is_empty());
+/// ```
+#[derive(Debug, Default)]
+pub struct RouteDatabase {
+    config: RouteMemory,
+    inner: Mutex<Inner>,
+}
+
+impl RouteDatabase {
+    /// An empty database.
+    pub fn new(config: RouteMemory) -> Self {
+        Self {
+            config,
+            inner: Mutex::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> RouteMemory {
+        self.config
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        // Every update leaves `Inner` consistent between statements that could panic (there
+        // are none that can on valid data), so a poisoned lock is still usable.
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard)
+    }
+
+    /// What the store knows about `origin` (its connect host and port) on `network`: the input
+    /// of one race. Expired entries are left out.
+    pub fn view(&self, network: NetworkId, origin: &Address, now: Instant) -> MemoryView {
+        let mut view = MemoryView::empty(self.config);
+        if !self.config.enabled {
+            return view;
+        }
+        let (host, port) = origin.connect_host();
+        let key = origin_hash(host, port);
+        let ttl = self.config.ttl;
+        self.with(|inner| {
+            let Some(net) = inner.network(network) else {
+                return;
+            };
+            view.families = net.families;
+            if let Some(o) = net.origins.get(&key)
+                && o.port == port
+                && o.host == *host
+            {
+                view.routes
+                    .extend(o.routes.iter().filter(|(_, r)| r.fresh(now, ttl)));
+            }
+        });
+        view
+    }
+
+    /// Applies a race's lessons for `origin` on `network`, under one lock.
+    pub fn learn(
+        &self,
+        network: NetworkId,
+        origin: &Address,
+        lessons: impl IntoIterator<Item = Lesson>,
+    ) {
+        if !self.config.enabled || self.config.max_routes == 0 {
+            return;
+        }
+        let mut lessons = lessons.into_iter().peekable();
+        let Some(first) = lessons.peek() else {
+            return;
+        };
+        let now = first.at;
+        let (host, port) = origin.connect_host();
+        let key = origin_hash(host, port);
+        let config = self.config;
+        self.with(|inner| {
+            let net = inner.network_mut(network);
+            if !net.origins.contains_key(&key) && net.routes >= config.max_routes {
+                net.evict(now, config);
+            }
+            let origin = net.origins.entry(key).or_insert_with(|| OriginMemory {
+                host: host.clone(),
+                port,
+                routes: Vec::new(),
+                touched: now,
+            });
+            if origin.host != *host || origin.port != port {
+                // A hash collision: the newer origin takes the slot.
+                net.routes -= origin.routes.len();
+                *origin = OriginMemory {
+                    host: host.clone(),
+                    port,
+                    routes: Vec::new(),
+                    touched: now,
+                };
+            }
+            for lesson in lessons {
+                net.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+                origin.touched = origin.touched.max(lesson.at);
+                let known = origin.routes.iter().position(|(t, _)| *t == lesson.target);
+                match known {
+                    Some(i) => origin.routes[i].1.learn(lesson.kind, lesson.at),
+                    None if origin.routes.len() < MAX_ROUTES_PER_ORIGIN => {
+                        let mut r = RouteRecord::default();
+                        r.learn(lesson.kind, lesson.at);
+                        origin.routes.push((lesson.target, r));
+                        net.routes += 1;
+                    }
+                    None => {}
+                }
+            }
+        });
+    }
+
+    /// Number of routes remembered on `network` (expired ones included until evicted).
+    pub fn len(&self, network: NetworkId) -> usize {
+        self.with(|inner| inner.network(network).map_or(0, |n| n.routes))
+    }
+
+    /// Whether nothing at all is remembered, on any network.
+    pub fn is_empty(&self) -> bool {
+        self.with(|inner| {
+            inner
+                .networks
+                .iter()
+                .all(|n| n.routes == 0 && n.families == [FamilyRecord::default(); 2])
+        })
+    }
+
+    /// The networks remembered, most recently used first.
+    pub fn networks(&self) -> Vec<NetworkId> {
+        self.with(|inner| inner.networks.iter().map(|n| n.id).collect())
+    }
+
+    /// Forgets everything.
+    pub fn clear(&self) {
+        self.with(|inner| *inner = Inner::default());
+    }
+
+    /// Encodes the store for a file ([`persist`]): bounded, versioned, checksummed. `now` is
+    /// the race clock and `wall_secs` the wall clock in seconds since the Unix epoch, both read
+    /// by the caller.
+    pub fn encode(&self, now: Instant, wall_secs: u64) -> Vec<u8> {
+        self.with(|inner| persist::encode(inner, now, wall_secs))
+    }
+
+    /// Replaces the store's contents with a file written by [`Self::encode`], possibly by
+    /// another process. Ages carry over through the wall clock; entries past the TTL, or older
+    /// than the race clock's epoch, are dropped. On error the store is left as it was.
+    pub fn decode_into(
+        &self,
+        bytes: &[u8],
+        now: Instant,
+        wall_secs: u64,
+    ) -> Result<(), PersistError> {
+        let inner = persist::decode(bytes, now, wall_secs, self.config)?;
+        self.with(|i| *i = inner);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastfallback_proto::AttemptErrorKind;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn at(n: u64) -> Instant {
+        Instant::from_millis(n)
+    }
+
+    const V6: &str = "[2001:db8::a]:443";
+    const V4: &str = "192.0.2.1:443";
+    const HOME: NetworkId = NetworkId(1);
+
+    fn origin() -> Address {
+        Address::parse("https://example.com").unwrap()
+    }
+
+    fn lesson(target: &str, t: u64, kind: LessonKind) -> Lesson {
+        Lesson {
+            target: target.parse().unwrap(),
+            at: at(t),
+            kind,
+        }
+    }
+
+    fn failed(kind: AttemptErrorKind) -> LessonKind {
+        LessonKind::Failed {
+            kind,
+            phase: Phase::Tcp,
+        }
+    }
+
+    fn db_with(config: RouteMemory, lessons: &[Lesson]) -> RouteDatabase {
+        let db = RouteDatabase::new(config);
+        db.learn(HOME, &origin(), lessons.iter().copied());
+        db
+    }
+
+    #[test]
+    fn tcp_failures_postpone_the_route_until_ttl() {
+        let config = RouteMemory {
+            ttl: ms(1000),
+            ..Default::default()
+        };
+        let db = db_with(config, &[lesson(V6, 0, failed(AttemptErrorKind::Refused))]);
+        let r = V6.parse().unwrap();
+        assert!(db.view(HOME, &origin(), at(1000)).is_postponed(r, at(1000)));
+        assert!(!db.view(HOME, &origin(), at(1000)).is_postponed(r, at(1001)));
+    }
+
+    #[test]
+    fn tls_failures_are_remembered_but_do_not_mark_the_family() {
+        let tls_timeout = LessonKind::Failed {
+            kind: AttemptErrorKind::TimedOut,
+            phase: Phase::Tls,
+        };
+        let db = db_with(RouteMemory::default(), &[lesson(V4, 0, tls_timeout)]);
+        let view = db.view(HOME, &origin(), at(5));
+        assert!(view.is_postponed(V4.parse().unwrap(), at(5)));
+        assert!(!view.family_path_failed(Family::V4, at(5)));
+    }
+
+    #[test]
+    fn srtt_follows_rfc6298_smoothing() {
+        let db = db_with(
+            RouteMemory::default(),
+            &[
+                lesson(V4, 0, LessonKind::Connected { rtt: ms(80) }),
+                lesson(V4, 1, LessonKind::Connected { rtt: ms(160) }),
+            ],
+        );
+        let view = db.view(HOME, &origin(), at(2));
+        assert_eq!(view.srtt(V4.parse().unwrap(), at(2)), Some(ms(90)));
+    }
+
+    #[test]
+    fn unfinished_attempt_raises_srtt_to_a_lower_bound() {
+        let db = db_with(
+            RouteMemory::default(),
+            &[
+                lesson(V6, 0, LessonKind::Connected { rtt: ms(20) }),
+                lesson(V6, 300, LessonKind::Unfinished { elapsed: ms(270) }),
+                lesson(V6, 400, LessonKind::Unfinished { elapsed: ms(100) }),
+            ],
+        );
+        let view = db.view(HOME, &origin(), at(400));
+        assert_eq!(view.srtt(V6.parse().unwrap(), at(400)), Some(ms(270)));
+        assert_eq!(view.family_srtt(Family::V6, at(400)), Some(ms(270)));
+    }
+
+    #[test]
+    fn a_measured_sample_replaces_a_lower_bound() {
+        let db = db_with(
+            RouteMemory::default(),
+            &[
+                lesson(V6, 0, LessonKind::Unfinished { elapsed: ms(250) }),
+                lesson(V6, 10, LessonKind::Connected { rtt: ms(20) }),
+                lesson(V6, 20, LessonKind::Connected { rtt: ms(100) }),
+            ],
+        );
+        let view = db.view(HOME, &origin(), at(30));
+        // 20 replaced the bound of 250; then 7/8 × 20 + 1/8 × 100 = 30.
+        assert_eq!(view.srtt(V6.parse().unwrap(), at(30)), Some(ms(30)));
+    }
+
+    #[test]
+    fn entries_expire_after_ttl() {
+        let config = RouteMemory {
+            ttl: ms(100),
+            ..Default::default()
+        };
+        let db = db_with(
+            config,
+            &[lesson(V4, 0, LessonKind::Connected { rtt: ms(20) })],
+        );
+        let r = V4.parse().unwrap();
+        assert_eq!(
+            db.view(HOME, &origin(), at(100)).srtt(r, at(100)),
+            Some(ms(20))
+        );
+        let late = db.view(HOME, &origin(), at(101));
+        assert_eq!(late.srtt(r, at(101)), None);
+        assert_eq!(late.family_srtt(Family::V4, at(101)), None);
+    }
+
+    #[test]
+    fn size_stays_bounded_and_the_oldest_origins_go_first() {
+        let db = RouteDatabase::new(RouteMemory {
+            max_routes: 16,
+            ..Default::default()
+        });
+        let target: SocketAddr = V4.parse().unwrap();
+        for i in 0..100u64 {
+            let o = Address::parse(&format!("tcp://h{i}.example:443")).unwrap();
+            let l = Lesson {
+                target,
+                at: at(i),
+                kind: LessonKind::Connected { rtt: ms(10) },
+            };
+            db.learn(HOME, &o, [l]);
+            assert!(db.len(HOME) <= 16);
+        }
+        let newest = Address::parse("tcp://h99.example:443").unwrap();
+        let oldest = Address::parse("tcp://h0.example:443").unwrap();
+        assert!(
+            db.view(HOME, &newest, at(100))
+                .srtt(target, at(100))
+                .is_some()
+        );
+        assert!(
+            db.view(HOME, &oldest, at(100))
+                .srtt(target, at(100))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn path_failure_marks_family_worse_until_success() {
+        let mut view = MemoryView::empty(RouteMemory::default());
+        view.learn(&lesson(V6, 0, failed(AttemptErrorKind::Unreachable)));
+        assert!(view.family_is_worse(Family::V6, ms(100), at(1)));
+        assert!(!view.family_is_worse(Family::V4, ms(100), at(1)));
+        view.learn(&lesson(
+            "[2001:db8::b]:443",
+            2,
+            LessonKind::Connected { rtt: ms(20) },
+        ));
+        assert!(!view.family_is_worse(Family::V6, ms(100), at(3)));
+    }
+
+    #[test]
+    fn slow_family_is_worse_only_beyond_the_margin() {
+        let mut view = MemoryView::empty(RouteMemory::default());
+        view.learn(&lesson(V4, 0, LessonKind::Connected { rtt: ms(20) }));
+        view.learn(&lesson(V6, 0, LessonKind::Connected { rtt: ms(100) }));
+        assert!(!view.family_is_worse(Family::V6, ms(100), at(1)));
+        view.learn(&lesson(V6, 1, LessonKind::Unfinished { elapsed: ms(270) }));
+        assert!(view.family_is_worse(Family::V6, ms(100), at(2)));
+    }
+
+    #[test]
+    fn disabled_memory_records_nothing() {
+        let config = RouteMemory {
+            enabled: false,
+            ..Default::default()
+        };
+        let db = db_with(config, &[lesson(V4, 0, failed(AttemptErrorKind::Refused))]);
+        assert!(db.is_empty());
+        let mut view = MemoryView::disabled();
+        view.learn(&lesson(V4, 0, LessonKind::Connected { rtt: ms(1) }));
+        assert!(view.is_empty());
+    }
+
+    #[test]
+    fn routes_learned_for_one_origin_do_not_reorder_another() {
+        let db = db_with(
+            RouteMemory::default(),
+            &[lesson(V6, 0, failed(AttemptErrorKind::Refused))],
+        );
+        let other = Address::parse("https://other.example").unwrap();
+        let view = db.view(HOME, &other, at(1));
+        assert!(!view.is_postponed(V6.parse().unwrap(), at(1)));
+        // Family health is a property of the network, so it is shared.
+        let db = db_with(
+            RouteMemory::default(),
+            &[lesson(V6, 0, failed(AttemptErrorKind::Unreachable))],
+        );
+        assert!(
+            db.view(HOME, &other, at(1))
+                .family_path_failed(Family::V6, at(1))
+        );
+    }
+
+    #[test]
+    fn another_network_sets_memory_aside_until_it_comes_back() {
+        let db = db_with(
+            RouteMemory::default(),
+            &[lesson(V6, 0, failed(AttemptErrorKind::Unreachable))],
+        );
+        let away = NetworkId(2);
+        assert!(db.view(away, &origin(), at(1)).is_empty());
+        db.learn(
+            away,
+            &origin(),
+            [lesson(V6, 2, LessonKind::Connected { rtt: ms(5) })],
+        );
+        assert_eq!(db.networks(), [away, HOME]);
+        let back = db.view(HOME, &origin(), at(3));
+        assert!(back.family_path_failed(Family::V6, at(3)));
+    }
+
+    #[test]
+    fn only_a_few_networks_are_kept() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        for n in 0..10 {
+            db.learn(
+                NetworkId(n),
+                &origin(),
+                [lesson(V4, n, LessonKind::Connected { rtt: ms(5) })],
+            );
+        }
+        assert_eq!(db.networks().len(), MAX_NETWORKS);
+        assert_eq!(db.networks()[0], NetworkId(9));
+    }
+}
