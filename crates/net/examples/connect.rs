@@ -1,12 +1,15 @@
 //! Races to one or more origins and shows what happened.
 //!
 //! ```text
-//! cargo run --release --example connect -- HOST:PORT [HOST:PORT ...] [--tls] [--json] [--dns IP:PORT]
+//! cargo run --release --example connect -- ORIGIN [ORIGIN ...] [--tls] [--json] [--dns IP:PORT] [--memory FILE]
 //! ```
 //!
+//! - An origin is `HOST:PORT` (plain TCP) or a URL (`tcp://`, `http://`, `https://`).
 //! - Names are resolved through the system configuration (`/etc/resolv.conf`, `/etc/hosts`),
 //!   or through one name server with `--dns`.
-//! - `--tls` connects with TLS (`https://HOST:PORT`), offering h2 and http/1.1.
+//! - `--tls` connects `HOST:PORT` origins with TLS (`https://HOST:PORT`), offering h2 and
+//!   http/1.1.
+//! - `--memory FILE` keeps route memory in FILE: a later run starts from what this one learned.
 //! - Several origins are contacted in turn by one connector, so the second contact shows what
 //!   route memory learned from the first.
 //! - `--json` prints one JSON object: `{"contacts": [report, ...]}`.
@@ -22,6 +25,7 @@ struct Args {
     tls: bool,
     json: bool,
     dns: Option<std::net::SocketAddr>,
+    memory: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -30,6 +34,7 @@ fn parse_args() -> Result<Args, String> {
         tls: false,
         json: false,
         dns: None,
+        memory: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -39,6 +44,10 @@ fn parse_args() -> Result<Args, String> {
             "--dns" => {
                 let v = it.next().ok_or("--dns needs IP:PORT")?;
                 args.dns = Some(v.parse().map_err(|e| format!("--dns {v}: {e}"))?);
+            }
+            "--memory" => {
+                let v = it.next().ok_or("--memory needs a FILE")?;
+                args.memory = Some(v.into());
             }
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
@@ -51,7 +60,8 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-const USAGE: &str = "usage: connect HOST:PORT [HOST:PORT ...] [--tls] [--json] [--dns IP:PORT]";
+const USAGE: &str =
+    "usage: connect ORIGIN [ORIGIN ...] [--tls] [--json] [--dns IP:PORT] [--memory FILE]";
 
 fn main() -> ExitCode {
     let args = match parse_args() {
@@ -83,10 +93,12 @@ async fn run(args: Args) -> ExitCode {
         None => HickoryResolver::from_system_conf(),
     };
     let connector = match resolver.map_err(|e| e.to_string()).and_then(|r| {
-        Connector::builder()
-            .resolver(r)
-            .build()
-            .map_err(|e| e.to_string())
+        let builder = Connector::builder().resolver(r);
+        let builder = match &args.memory {
+            Some(path) => builder.memory_file(path),
+            None => builder,
+        };
+        builder.build().map_err(|e| e.to_string())
     }) {
         Ok(c) => c,
         Err(e) => {
@@ -97,10 +109,10 @@ async fn run(args: Args) -> ExitCode {
     let mut reports: Vec<RaceReport> = Vec::new();
     let mut all_ok = true;
     for target in &args.targets {
-        let origin = if args.tls {
-            format!("https://{target}")
-        } else {
-            format!("tcp://{target}")
+        let origin = match (target.contains("://"), args.tls) {
+            (true, _) => target.clone(),
+            (false, true) => format!("https://{target}"),
+            (false, false) => format!("tcp://{target}"),
         };
         let report = match connector.connect(&origin).await {
             Ok(conn) => conn.into_parts().1,

@@ -109,7 +109,7 @@ struct Inner {
     network: Option<NetworkState>,
     detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
     db: Option<Arc<RouteDatabase>>,
-    memory_file: Option<MemoryFile>,
+    memory_file: Option<Arc<MemoryFile>>,
     /// Seeds each race's random choices: a base plus a counter.
     seed: u64,
     races: AtomicU64,
@@ -184,7 +184,7 @@ impl Inner {
         }
         db.learn(network, address, lessons);
         if let Some(file) = &self.memory_file {
-            file.changed(db);
+            MemoryFile::changed(file, db);
         }
     }
 }
@@ -192,8 +192,7 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         if let (Some(file), Some(db)) = (&self.memory_file, &self.db)
-            && file.dirty.load(Ordering::Relaxed)
-            && let Err(e) = file.save(db)
+            && let Err(e) = file.save_if_dirty(db)
         {
             tracing::warn!(path = %file.path.display(), error = %e, "cannot save route memory");
         }
@@ -206,6 +205,9 @@ struct MemoryFile {
     path: PathBuf,
     dirty: AtomicBool,
     last_save: Mutex<Option<std::time::Instant>>,
+    /// Held while encoding and writing, so writes never interleave and the last one written
+    /// holds the newest memory.
+    writing: Mutex<()>,
 }
 
 /// The shortest time between two saves triggered by races.
@@ -215,29 +217,28 @@ impl MemoryFile {
     /// Loads `path` into `db`. A missing file is a first run; anything wrong with it is logged
     /// and ignored (it is replaced on the next save). Never fails the build.
     fn open(path: PathBuf, db: &RouteDatabase) -> Self {
-        match read_bounded(&path) {
-            Ok(None) => {}
-            Ok(Some(bytes)) => {
-                if let Err(e) = db.decode_into(&bytes, now(), wall_secs()) {
-                    tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
-            }
+        let loaded = read_bounded(&path).and_then(|bytes| match bytes {
+            None => Ok(()),
+            Some(bytes) => db
+                .decode_into(&bytes, now(), wall_secs())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        });
+        if let Err(e) = loaded {
+            tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
         }
         Self {
             path,
             dirty: AtomicBool::new(false),
             last_save: Mutex::new(None),
+            writing: Mutex::new(()),
         }
     }
 
     /// Notes that memory changed; saves in the background if the last save is old enough.
-    fn changed(&self, db: &Arc<RouteDatabase>) {
-        self.dirty.store(true, Ordering::Relaxed);
+    fn changed(file: &Arc<Self>, db: &Arc<RouteDatabase>) {
+        file.dirty.store(true, Ordering::Relaxed);
         let due = {
-            let mut last = self.last_save.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last = file.last_save.lock().unwrap_or_else(|p| p.into_inner());
             let now = std::time::Instant::now();
             let due = last.is_none_or(|t| now.duration_since(t) >= SAVE_EVERY);
             if due {
@@ -248,21 +249,30 @@ impl MemoryFile {
         if !due || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        let bytes = db.encode(now(), wall_secs());
-        self.dirty.store(false, Ordering::Relaxed);
-        let path = self.path.clone();
+        let (file, db) = (Arc::clone(file), Arc::clone(db));
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = write_atomically(&path, &bytes) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot save route memory");
+            if let Err(e) = file.save_if_dirty(&db) {
+                tracing::warn!(path = %file.path.display(), error = %e, "cannot save route memory");
             }
         });
     }
 
     fn save(&self, db: &RouteDatabase) -> io::Result<()> {
-        let bytes = db.encode(now(), wall_secs());
-        write_atomically(&self.path, &bytes)?;
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         self.dirty.store(false, Ordering::Relaxed);
-        Ok(())
+        let result = write_atomically(&self.path, &db.encode(now(), wall_secs()));
+        if result.is_err() {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Saves unless nothing changed since the last save. Waits for a save in progress first.
+    fn save_if_dirty(&self, db: &RouteDatabase) -> io::Result<()> {
+        let writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let dirty = self.dirty.load(Ordering::Relaxed);
+        drop(writing);
+        if dirty { self.save(db) } else { Ok(()) }
     }
 }
 
@@ -287,9 +297,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memory file has no name"))?;
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    tmp_name.push(format!(".tmp{}.{n}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -452,7 +464,7 @@ impl ConnectorBuilder {
             None => None,
         };
         let memory_file = match (&db, self.memory_file) {
-            (Some(db), Some(path)) => Some(MemoryFile::open(path, db)),
+            (Some(db), Some(path)) => Some(Arc::new(MemoryFile::open(path, db))),
             _ => None,
         };
         let sources = match self.sources {
@@ -723,14 +735,23 @@ impl Connector {
     }
 }
 
-/// Turns an interface name in a literal's zone into its index (RFC 4007 §11).
+/// Turns an interface name in a literal's zone into its index (RFC 4007 §11). The index is
+/// read from the calling thread's network namespace (`/proc/thread-self/net/if_inet6`, which
+/// lists every interface with IPv6, as a link-local zone needs).
 fn resolve_zone(address: Address) -> Result<Address, AddressError> {
     let Some(Zone::Name(name)) = address.zone() else {
         return Ok(address);
     };
-    let index = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
+    let table = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
+    let index = table
+        .lines()
+        .find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            match (f.get(1), f.get(5)) {
+                (Some(index), Some(dev)) if dev == name => u32::from_str_radix(index, 16).ok(),
+                _ => None,
+            }
+        })
         .ok_or_else(|| AddressError::UnknownInterface(name.clone()))?;
     Ok(address.with_zone(Zone::Index(index)))
 }

@@ -67,6 +67,8 @@ fn connector(resolver: StaticResolver) -> Connector {
     Connector::builder()
         .connectivity(Connectivity::DUAL_STACK)
         .resolver(resolver)
+        // Seeds 0..6 never make a race ignore history, so memory tests are repeatable.
+        .rng_seed(0)
         .build()
         .unwrap()
 }
@@ -458,5 +460,159 @@ async fn the_interface_option_binds_every_attempt_to_that_device() {
         primary.error.detail.contains("socket setup"),
         "{}",
         primary.error
+    );
+}
+
+// ---- route memory in a file ----
+
+/// A path in the temp directory for one test, removed when dropped.
+struct TempPath(std::path::PathBuf);
+
+impl TempPath {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fastfallback-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir.join("routes.bin"))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn with_memory_file(path: &std::path::Path) -> Connector {
+    Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(pinned())
+        .memory_file(path)
+        .policy(
+            fastfallback_net::FallbackPolicy::builder()
+                .route_memory(fastfallback_route::RouteMemory {
+                    // This test is about what is remembered, not about exploration.
+                    explore_one_in: 0,
+                    ..Default::default()
+                })
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn route_memory_outlives_the_connector_through_its_file() {
+    let file = TempPath::new("outlives");
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    let origin = format!("origin.test:{port}");
+    {
+        let first = with_memory_file(&file.0);
+        let report = first.connect(&origin).await.unwrap().into_parts().1;
+        assert_eq!(
+            report.attempts_started(),
+            2,
+            "::1 refused, then 127.0.0.1\n{report}"
+        );
+        // Dropping the last clone saves the file.
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file.0).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "route memory is private to its user");
+    }
+    // A fresh connector, as in a new process: it loads the file and skips the refused route.
+    let second = with_memory_file(&file.0);
+    let report = second.connect(&origin).await.unwrap().into_parts().1;
+    assert_eq!(report.attempts_started(), 1, "{report}");
+    assert_eq!(report.attempts[0].route, SocketAddr::new(ip(V4), port));
+}
+
+#[tokio::test]
+async fn a_corrupt_memory_file_is_ignored_and_replaced() {
+    let file = TempPath::new("corrupt");
+    std::fs::write(&file.0, b"FFRM\x01 this is not what the writer wrote").unwrap();
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    {
+        let c = with_memory_file(&file.0);
+        let report = c
+            .connect(&format!("origin.test:{port}"))
+            .await
+            .unwrap()
+            .into_parts()
+            .1;
+        assert_eq!(report.attempts_started(), 2);
+        c.save_memory().unwrap();
+    }
+    // The file is valid again and holds what the race learned.
+    let bytes = std::fs::read(&file.0).unwrap();
+    let db = fastfallback_route::RouteDatabase::new(Default::default());
+    db.decode_into(&bytes, fastfallback_proto::Instant::from_millis(1), 0)
+        .expect("the replaced file decodes");
+    assert!(!db.is_empty());
+}
+
+// ---- what never shows ----
+
+#[tokio::test]
+async fn userinfo_never_appears_in_errors_reports_or_json() {
+    let (port, listeners) = listen(&[]).await;
+    drop(listeners);
+    let c = connector(pinned());
+    let err = c
+        .connect(&format!("tcp://alice:hunter2@origin.test:{port}"))
+        .await
+        .unwrap_err();
+    let report = err.report().unwrap();
+    for text in [
+        err.to_string(),
+        format!("{err:?}"),
+        report.to_string(),
+        report.to_json(),
+    ] {
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("alice"), "{text}");
+    }
+    assert_eq!(report.origin, format!("tcp://origin.test:{port}"));
+}
+
+#[tokio::test]
+async fn localhost_connects_without_dns_and_without_global_connectivity() {
+    let (port, listeners) = listen(&[V4]).await;
+    accept_forever(listeners);
+    // No resolver entry for localhost, and no connectivity at all: RFC 6761 §6.3 still gives
+    // the loopback addresses, and loopback is reachable.
+    let c = Connector::builder()
+        .connectivity(Connectivity {
+            v6: false,
+            v4: false,
+            nat64: None,
+        })
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    let conn = c.connect(&format!("localhost:{port}")).await.unwrap();
+    let report = conn.report();
+    assert!(report.queries.is_empty(), "{report}");
+    assert_eq!(conn.peer_addr(), SocketAddr::new(ip(V4), port));
+    let conn = c.connect(&format!("127.0.0.1:{port}")).await.unwrap();
+    assert_eq!(conn.peer_addr(), SocketAddr::new(ip(V4), port));
+}
+
+#[tokio::test]
+async fn a_zone_naming_no_interface_is_a_clear_error_before_any_io() {
+    let err = connector(pinned())
+        .connect("tcp://[fe80::1%25nosuchif0]:80")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid origin: zone \"nosuchif0\": this host has no such interface"
     );
 }

@@ -116,6 +116,8 @@ fn connector(net: &TestNet, policy: FallbackPolicy) -> Connector {
         .policy(policy)
         .resolver(resolver)
         .root_certificates(roots)
+        // Seeds 0..6 never make a race ignore history, so memory tests are repeatable.
+        .rng_seed(0)
         .build()
         .unwrap()
 }
@@ -543,4 +545,64 @@ fn kernel_connectivity_is_read_from_the_callers_namespace() {
     // (HEv3 §4.1), whatever the host's own namespace has.
     let c = net.client(fastfallback_net::detect_connectivity);
     assert!(c.v6 && c.v4, "{c:?}");
+}
+
+#[test]
+fn link_local_literal_with_a_zone_connects_on_that_interface() {
+    let Some(net) = network("link_local_literal_with_a_zone_connects_on_that_interface") else {
+        return;
+    };
+    // A veth pair with a link-local address on one end, inside the test's client namespace
+    // (it goes away with the namespace; this kernel has no dummy interfaces).
+    net.client(|| {
+        for args in [
+            &["link", "add", "ll0", "type", "veth", "peer", "name", "ll1"][..],
+            &["link", "set", "ll0", "up"],
+            &["link", "set", "ll1", "up"],
+            &["addr", "add", "fe80::1234/64", "dev", "ll0", "nodad"],
+        ] {
+            let status = std::process::Command::new("ip")
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(status.success(), "ip {args:?}");
+        }
+    });
+    net.block_on_client(async {
+        let table = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap();
+        let index = table
+            .lines()
+            .find(|l| l.ends_with(" ll0"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(|i| u32::from_str_radix(i, 16).unwrap())
+            .expect("ll0 has an IPv6 address");
+        let ip: std::net::Ipv6Addr = "fe80::1234".parse().unwrap();
+        let listener = tokio::net::TcpListener::bind(std::net::SocketAddrV6::new(ip, 0, 0, index))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let c = connector(&net, FallbackPolicy::default());
+        // RFC 6874's form in a URI (%25 then the name), and a numeric zone.
+        for origin in [
+            format!("tcp://[fe80::1234%25ll0]:{port}"),
+            format!("tcp://[fe80::1234%{index}]:{port}"),
+        ] {
+            let conn = c.connect(&origin).await.unwrap();
+            let (_accepted, _) = listener.accept().await.unwrap();
+            let SocketAddr::V6(peer) = conn.peer_addr() else {
+                panic!("an IPv6 peer");
+            };
+            assert_eq!((*peer.ip(), peer.scope_id()), (ip, index), "{origin}");
+        }
+        // Without a zone the link-local literal is refused before any I/O.
+        let err = c
+            .connect(&format!("tcp://[fe80::1234]:{port}"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("link-local address without a scope"),
+            "{err}"
+        );
+    });
 }
