@@ -99,7 +99,7 @@ pub struct Connector {
 }
 
 struct Inner {
-    policy: FallbackPolicy,
+    policy: Arc<FallbackPolicy>,
     resolver: Arc<dyn Resolve>,
     tls: Arc<ClientConfig>,
     socket: SocketOptions,
@@ -169,17 +169,12 @@ impl Inner {
     }
 
     /// Applies a race's lessons to route memory, and saves the memory file now and then.
-    fn learn(
-        &self,
-        network: NetworkId,
-        address: &Address,
-        finder: &mut FastFallbackExchangeFinder,
-    ) {
+    fn learn(&self, network: NetworkId, finder: &mut FastFallbackExchangeFinder) {
         let Some(db) = &self.db else {
             return;
         };
-        let mut lessons = finder.drain_lessons().peekable();
-        if lessons.peek().is_none() {
+        let (address, lessons) = finder.take_lessons();
+        if lessons.len() == 0 {
             return;
         }
         db.learn(network, address, lessons);
@@ -483,7 +478,7 @@ impl ConnectorBuilder {
         });
         Ok(Connector {
             inner: Arc::new(Inner {
-                policy: self.policy,
+                policy: Arc::new(self.policy),
                 resolver,
                 tls: Arc::new(tls),
                 socket: self.socket,
@@ -600,14 +595,16 @@ pub struct Connection {
     peer: SocketAddr,
     alpn: Option<Alpn>,
     story: Story,
-    report: OnceLock<RaceReport>,
+    /// Boxed: most connections are never asked for their report, and a small `Connection`
+    /// is cheap to move.
+    report: OnceLock<Box<RaceReport>>,
 }
 
 impl Connection {
     /// The race's report, formatted on first use (a connect that nobody asks about never pays
     /// for formatting it).
     pub fn report(&self) -> &RaceReport {
-        self.report.get_or_init(|| self.story.report())
+        self.report.get_or_init(|| Box::new(self.story.report()))
     }
 
     /// The address the winner connected to.
@@ -628,7 +625,7 @@ impl Connection {
     /// Takes the stream and the report apart.
     pub fn into_parts(self) -> (Stream, RaceReport) {
         let report = match self.report.into_inner() {
-            Some(r) => r,
+            Some(r) => *r,
             None => self.story.report(),
         };
         (self.stream, report)
@@ -722,16 +719,20 @@ impl Connector {
     /// `host:port` (plain TCP). Must run inside a tokio runtime.
     pub async fn connect(&self, origin: &str) -> Result<Connection, ConnectError> {
         let address = Address::parse(origin).map_err(ConnectError::InvalidAddress)?;
-        self.connect_to(address).await
+        self.race(address)?.run().await
     }
 
     /// Races to an already parsed address.
     pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
+        self.race(address)?.run().await
+    }
+
+    fn race(&self, address: Address) -> Result<Race, ConnectError> {
         if address.proxy().is_some() {
             return Err(ConnectError::Unsupported("connecting through a proxy"));
         }
         let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
-        Race::new(Arc::clone(&self.inner), address).run().await
+        Ok(Race::new(Arc::clone(&self.inner), address))
     }
 }
 
@@ -762,7 +763,6 @@ struct Race {
     /// Boxed: the state machine is large, and the race future is moved around by value. Taken
     /// when the race ends; still here in `drop` if the caller gave up.
     finder: Option<Box<FastFallbackExchangeFinder>>,
-    address: Address,
     network: NetworkState,
     name: String,
     t0: Instant,
@@ -770,7 +770,9 @@ struct Race {
     queries: Vec<(QueryKind, Answer)>,
     running: Vec<Running>,
     /// Finished attempts waiting for the race to declare them the winner.
-    finished: Vec<(AttemptId, Stream, Option<Alpn>)>,
+    /// The attempt that finished, waiting for the race to declare it the winner. The race does
+    /// so in the same turn (a finished attempt wins at once), so one slot is enough.
+    finished: Option<(AttemptId, Stream, Option<Alpn>)>,
 }
 
 /// How the race ended, as far as the driver loop is concerned.
@@ -786,8 +788,7 @@ impl Drop for Race {
     fn drop(&mut self) {
         if let Some(mut finder) = self.finder.take() {
             finder.abandon(now());
-            self.inner
-                .learn(self.network.id, &self.address, &mut finder);
+            self.inner.learn(self.network.id, &mut finder);
         }
     }
 }
@@ -809,23 +810,18 @@ impl Race {
             Host::Name(n) => n.clone(),
             Host::Ip(_) => String::new(),
         };
-        let finder = Box::new(FastFallbackExchangeFinder::new(
-            address.clone(),
-            inner.policy.clone(),
-            input,
-            t0,
-        ));
+        let finder =
+            FastFallbackExchangeFinder::boxed(address, Arc::clone(&inner.policy), input, t0);
         Self {
             inner,
             finder: Some(finder),
-            address,
             network,
             name,
             t0,
             log: Vec::new(),
             queries: Vec::new(),
-            running: Vec::new(),
-            finished: Vec::new(),
+            running: Vec::with_capacity(1),
+            finished: None,
         }
     }
 
@@ -839,6 +835,7 @@ impl Race {
         // One clock reading per turn: the event that woke the race and everything the race
         // decides because of it happen at the same instant.
         let mut t = now();
+        let mut armed_at: Option<Instant> = None;
         loop {
             if self.finder().poll_timeout().is_some_and(|d| d <= t) {
                 self.finder().handle_timeout(t);
@@ -848,13 +845,14 @@ impl Race {
                     return self.end(ending, t);
                 }
             }
-            let armed = match self.finder().poll_timeout() {
-                Some(at) => {
-                    sleep.as_mut().reset(tokio_instant(at));
-                    true
-                }
-                None => false,
-            };
+            let next = self.finder().poll_timeout();
+            if next.is_some() && next != armed_at {
+                // Re-registering with tokio's timer wheel costs; do it only when the deadline
+                // moved.
+                sleep.as_mut().reset(tokio_instant(next.unwrap_or(t)));
+            }
+            armed_at = next;
+            let armed = next.is_some();
             let wake = poll_fn(|cx| self.poll_wake(cx, sleep.as_mut(), armed)).await;
             t = now();
             self.handle(wake, t);
@@ -902,7 +900,9 @@ impl Race {
                 tracing::debug!(%id, %reason, "attempt cancelled");
                 // Dropping the future closes the socket now, in this turn.
                 self.running.retain(|r| r.id != id);
-                self.finished.retain(|(f, ..)| *f != id);
+                if self.finished.as_ref().is_some_and(|(f, ..)| *f == id) {
+                    self.finished = None;
+                }
             }
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             // This driver never offers pooled connections, so the race cannot pick one.
@@ -918,27 +918,22 @@ impl Race {
     fn end(mut self, ending: Ending, t: Instant) -> Result<Connection, ConnectError> {
         self.running.clear();
         let winner = match &ending {
-            Ending::Won(id) => {
-                let i = self.finished.iter().position(|(f, ..)| f == id);
-                i.map(|i| self.finished.swap_remove(i))
-            }
+            Ending::Won(id) => self.finished.take().filter(|(f, ..)| f == id),
             _ => None,
         };
-        self.finished.clear();
+        self.finished = None;
         let mut finder = self.finder.take().expect("the race ends once");
-        self.inner
-            .learn(self.network.id, &self.address, &mut finder);
+        self.inner.learn(self.network.id, &mut finder);
         if winner.is_some()
             && let Some(until) = finder.dns_tail_deadline()
         {
             self.start_dns_tail(until);
         }
         let mut story = Story {
-            origin: self.address.to_string(),
+            race: finder,
             t0: self.t0,
             end: t,
             queries: std::mem::take(&mut self.log),
-            attempts: finder.into_attempts(),
             winner: None,
             alpn: None,
             error: None,
@@ -949,9 +944,8 @@ impl Race {
                 story.winner = Some(id);
                 story.alpn.clone_from(&alpn);
                 let peer = story
-                    .attempts
-                    .iter()
-                    .find(|a| a.id == id)
+                    .race
+                    .attempt(id)
                     .map(|a| a.plan.route.target)
                     .or_else(|| stream.tcp().and_then(|s| s.peer_addr().ok()))
                     .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -1050,7 +1044,7 @@ impl Race {
                     }
                     None => {
                         self.running.remove(i);
-                        self.finished.push((id, Stream::Plain(transport), None));
+                        self.finished = Some((id, Stream::Plain(transport), None));
                         self.finder()
                             .handle_attempt(id, AttemptEvent::Connected(None), t);
                     }
@@ -1058,7 +1052,7 @@ impl Race {
             }
             Wake::Tls(i, Ok((stream, alpn))) => {
                 let id = self.running.remove(i).id;
-                self.finished.push((id, stream, alpn.clone()));
+                self.finished = Some((id, stream, alpn.clone()));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t);
             }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use fastfallback_plan::{AttemptRecord, AttemptState};
+use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
 use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, QueryKind};
 use serde::Serialize;
 
@@ -12,7 +12,7 @@ use serde::Serialize;
 /// start of the race. Serialises to JSON with `serde_json`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RaceReport {
-    /// The origin, as given.
+    /// The origin, normalised (`scheme://host:port`; userinfo is never kept).
     pub origin: String,
     /// From the start of the race to its end (win or failure), in ms.
     pub elapsed_ms: f64,
@@ -109,11 +109,12 @@ impl RaceReport {
 /// than the race itself.
 #[derive(Debug)]
 pub(crate) struct Story {
-    pub(crate) origin: String,
+    /// The finished race itself (boxed once when the race started): it holds the origin and
+    /// every attempt, so nothing is copied out of it.
+    pub(crate) race: Box<FastFallbackExchangeFinder>,
     pub(crate) t0: Instant,
     pub(crate) end: Instant,
     pub(crate) queries: Vec<QueryLog>,
-    pub(crate) attempts: Vec<AttemptRecord>,
     pub(crate) winner: Option<AttemptId>,
     pub(crate) alpn: Option<Alpn>,
     pub(crate) error: Option<String>,
@@ -130,7 +131,7 @@ pub(crate) struct QueryLog {
 impl Story {
     pub(crate) fn report(&self) -> RaceReport {
         RaceReport {
-            origin: self.origin.clone(),
+            origin: self.race.address().to_string(),
             elapsed_ms: ms(self.end, self.t0),
             queries: self
                 .queries
@@ -142,7 +143,7 @@ impl Story {
                     answer: q.answered.as_ref().map(|(_, a)| summarize(a)),
                 })
                 .collect(),
-            attempts: RaceReport::attempts_from(&self.attempts, self.t0),
+            attempts: RaceReport::attempts_from(self.race.attempts(), self.t0),
             winner: self.winner.map(AttemptId::get),
             alpn: self.alpn.as_ref().map(ToString::to_string),
             error: self.error.clone(),

@@ -61,7 +61,10 @@
 //! times give the same outputs.
 
 use std::collections::VecDeque;
+
+use smallvec::SmallVec;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fastfallback_proto::{
@@ -202,27 +205,86 @@ struct Pacing {
 /// assert_eq!(race.poll_output(t40), Some(Output::Done(Winner::Attempt(id))));
 /// ```
 pub struct FastFallbackExchangeFinder {
-    policy: FallbackPolicy,
+    /// Shared by every race of a client: cloning an `Arc` costs less than copying the policy.
+    policy: Arc<FallbackPolicy>,
     address: Address,
     connectivity: Connectivity,
     memory: MemoryView,
     history_ignored: bool,
-    lessons: Vec<Lesson>,
+    lessons: SmallVec<[Lesson; 2]>,
     resolution: Resolution,
     queries: Vec<QueryKind>,
     queries_sent: bool,
     sources: Vec<SourceOf>,
-    endpoints: Vec<Endpoint>,
+    endpoints: SmallVec<[Endpoint; 2]>,
     order_dirty: bool,
-    attempts: Vec<AttemptRecord>,
+    attempts: Attempts,
     deferred: VecDeque<ConnectPlan>,
-    out: VecDeque<Output<ConnectPlan>>,
+    out: OutQueue,
     exchange: u32,
     started: Instant,
     phase: RacePhase,
     pacing: Pacing,
     timers: TimerTable,
+    /// Set by every input and fired timer; the race decides only when it is set.
+    needs_decision: bool,
     last_now: Instant,
+}
+
+/// Every attempt of a race, in start order (a slice; most races have one or two, kept inline).
+#[derive(Clone, Debug, Default)]
+pub struct Attempts(SmallVec<[AttemptRecord; 2]>);
+
+impl std::ops::Deref for Attempts {
+    type Target = [AttemptRecord];
+    fn deref(&self) -> &[AttemptRecord] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Attempts {
+    fn deref_mut(&mut self) -> &mut [AttemptRecord] {
+        &mut self.0
+    }
+}
+
+/// The race's outputs waiting to be polled, first in first out. Most turns produce one or two,
+/// kept inline.
+#[derive(Debug, Default)]
+struct OutQueue {
+    items: SmallVec<[Option<Output<ConnectPlan>>; 2]>,
+    head: usize,
+}
+
+impl OutQueue {
+    fn push_back(&mut self, out: Output<ConnectPlan>) {
+        self.items.push(Some(out));
+    }
+
+    fn pop_front(&mut self) -> Option<Output<ConnectPlan>> {
+        let out = self.items.get_mut(self.head).and_then(Option::take);
+        self.head += 1;
+        if self.head >= self.items.len() {
+            self.items.clear();
+            self.head = 0;
+        }
+        out
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head >= self.items.len()
+    }
+}
+
+/// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724 §6
+/// pairs them with loopback sources); a destination the driver said nothing about is treated
+/// as having a matching source, so it keeps its DNS position.
+fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
+    if let Some(s) = sources.iter().find(|s| s.dst == dst) {
+        return s.source;
+    }
+    let len = if dst.is_ipv4() { 32 } else { 128 };
+    Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
 }
 
 /// SplitMix64: one step of a small, well-mixed generator (the race's only randomness).
@@ -234,8 +296,25 @@ fn splitmix64(seed: u64) -> u64 {
 }
 
 impl FastFallbackExchangeFinder {
-    /// A race for `address`, starting at `now`.
-    pub fn new(address: Address, policy: FallbackPolicy, input: RaceInput, now: Instant) -> Self {
+    /// A race for `address`, starting at `now`. The policy may be shared with other races
+    /// (`Arc<FallbackPolicy>`) or given by value.
+    pub fn new(
+        address: Address,
+        policy: impl Into<Arc<FallbackPolicy>>,
+        input: RaceInput,
+        now: Instant,
+    ) -> Self {
+        *Self::boxed(address, policy.into(), input, now)
+    }
+
+    /// [`Self::new`], built directly on the heap: a driver that keeps the race in a `Box`
+    /// saves copying it there.
+    pub fn boxed(
+        address: Address,
+        policy: Arc<FallbackPolicy>,
+        input: RaceInput,
+        now: Instant,
+    ) -> Box<Self> {
         let RaceInput {
             mut connectivity,
             mut memory,
@@ -301,29 +380,30 @@ impl FastFallbackExchangeFinder {
         };
         let mut timers = TimerTable::default();
         timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
-        let mut race = Self {
+        let mut race = Box::new(Self {
             policy,
             address,
             connectivity,
             memory,
             history_ignored,
-            lessons: Vec::new(),
+            lessons: SmallVec::new(),
             resolution,
             queries,
             queries_sent: false,
             sources: Vec::new(),
-            endpoints: Vec::new(),
+            endpoints: SmallVec::new(),
             order_dirty: false,
-            attempts: Vec::new(),
+            attempts: Attempts(SmallVec::new()),
             deferred: VecDeque::new(),
-            out: VecDeque::new(),
+            out: OutQueue::default(),
             exchange: 0,
             started: now,
             phase,
             pacing: Pacing::default(),
             timers,
+            needs_decision: true,
             last_now: now,
-        };
+        });
         race.sync_endpoints();
         race
     }
@@ -342,6 +422,7 @@ impl FastFallbackExchangeFinder {
         now: Instant,
     ) {
         let now = self.clock(now);
+        self.needs_decision = true;
         match self.phase {
             RacePhase::Resolving | RacePhase::Racing | RacePhase::TlsOwner(_) => {
                 for s in sources {
@@ -373,6 +454,7 @@ impl FastFallbackExchangeFinder {
         let Some(i) = self.live_index(id) else {
             return;
         };
+        self.needs_decision = true;
         match event {
             AttemptEvent::TcpConnected => self.on_tcp_connected(i, now),
             AttemptEvent::Connected(alpn) => {
@@ -413,6 +495,7 @@ impl FastFallbackExchangeFinder {
         if !self.phase.is_running() {
             return false;
         }
+        self.needs_decision = true;
         self.win(Winner::Pooled(pooled), None, now);
         self.rearm();
         true
@@ -423,6 +506,7 @@ impl FastFallbackExchangeFinder {
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock(now);
         for timer in self.timers.expire(now) {
+            self.needs_decision = true;
             match timer {
                 Timer::Deadline => {
                     if self.phase.is_running() {
@@ -466,6 +550,7 @@ impl FastFallbackExchangeFinder {
     pub fn next_exchange(&mut self, now: Instant) {
         let now = self.clock(now);
         if let RacePhase::Won { .. } = self.phase {
+            self.needs_decision = true;
             self.phase = RacePhase::Racing;
             self.exchange += 1;
             self.started = now;
@@ -478,10 +563,12 @@ impl FastFallbackExchangeFinder {
 
     // ---- outputs ----
 
-    /// The next thing for the driver to do at `now`, if any.
+    /// The next thing for the driver to do at `now`, if any. The race decides what to do only
+    /// after an input or a fired timer, so calling this again without either costs nothing.
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<ConnectPlan>> {
         let now = self.clock(now);
-        if self.out.is_empty() {
+        if self.out.is_empty() && self.needs_decision {
+            self.needs_decision = false;
             self.decide(now);
             self.rearm();
         }
@@ -496,8 +583,13 @@ impl FastFallbackExchangeFinder {
 
     /// Takes what the race learned since the last call, in the order it learned it: the
     /// driver applies these to the shared [`fastfallback_route::RouteDatabase`].
-    pub fn drain_lessons(&mut self) -> std::vec::Drain<'_, Lesson> {
+    pub fn drain_lessons(&mut self) -> impl ExactSizeIterator<Item = Lesson> + '_ {
         self.lessons.drain(..)
+    }
+
+    /// [`Self::drain_lessons`], with the origin they are about (the key to learn them under).
+    pub fn take_lessons(&mut self) -> (&Address, impl ExactSizeIterator<Item = Lesson> + '_) {
+        (&self.address, self.lessons.drain(..))
     }
 
     // ---- getters ----
@@ -528,10 +620,10 @@ impl FastFallbackExchangeFinder {
         self.attempts.get(Self::index_of(id))
     }
 
-    /// Every attempt, in start order, taking the race apart (for a report kept after the race,
-    /// without copying).
-    pub fn into_attempts(self) -> Vec<AttemptRecord> {
-        self.attempts
+    /// The origin and every attempt, in start order, taking the race apart without copying
+    /// (for a report kept after the race).
+    pub fn into_parts(self) -> (Address, Attempts) {
+        (self.address, self.attempts)
     }
 
     /// Attempts in flight now.
@@ -638,51 +730,45 @@ impl FastFallbackExchangeFinder {
     /// Reconciles the endpoint list with the current DNS answers: new addresses are added,
     /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
     fn sync_endpoints(&mut self) {
-        let desired = self.resolution.addresses();
         let port = self
             .resolution
             .service()
             .and_then(|s| s.port)
             .unwrap_or_else(|| self.address.connect_host().1);
         let before = self.endpoints.len();
+        let resolution = &self.resolution;
         self.endpoints
-            .retain(|e| e.tried || desired.contains(&e.logical));
+            .retain(|e| e.tried || resolution.has_address(e.logical));
         let mut changed = before != self.endpoints.len();
+        let mut disallowed = Vec::new();
         let scope = self.address.scope_id().unwrap_or(0);
-        for ip in desired {
-            if self.endpoints.iter().any(|e| e.logical == ip) {
-                continue;
+        let (endpoints, sources) = (&mut self.endpoints, &self.sources);
+        let (policy, connectivity) = (&self.policy, &self.connectivity);
+        resolution.for_each_address(|ip| {
+            if endpoints.iter().any(|e| e.logical == ip) || disallowed.contains(&ip) {
+                return;
             }
-            if !self.policy.family.allows(Family::of(ip)) {
-                let why = format!("the policy allows no {}", Family::of(ip));
-                self.resolution.note_skipped(ip.to_string(), why);
-                continue;
+            if !policy.family.allows(Family::of(ip)) {
+                disallowed.push(ip);
+                return;
             }
-            let target = match self.connectivity.connect_ip(ip) {
+            let target = match connectivity.connect_ip(ip) {
                 IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
                 v4 => SocketAddr::new(v4, port),
             };
-            let source = self.source_of(ip);
-            self.endpoints.push(Endpoint {
+            endpoints.push(Endpoint {
                 logical: ip,
                 target,
-                source,
+                source: source_of(sources, ip),
                 tried: false,
             });
             changed = true;
+        });
+        for ip in disallowed {
+            let why = format!("the policy allows no {}", Family::of(ip));
+            self.resolution.note_skipped(ip.to_string(), why);
         }
         self.order_dirty |= changed;
-    }
-
-    /// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724
-    /// §6 pairs them with loopback sources); a destination the driver said nothing about is
-    /// treated as having a matching source, so it keeps its DNS position.
-    fn source_of(&self, dst: IpAddr) -> Option<Source> {
-        if let Some(s) = self.sources.iter().find(|s| s.dst == dst) {
-            return s.source;
-        }
-        let len = if dst.is_ipv4() { 32 } else { 128 };
-        Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
     }
 
     fn reorder(&mut self, now: Instant) {
@@ -693,7 +779,10 @@ impl FastFallbackExchangeFinder {
             slower_margin: self.policy.min_attempt_delay,
             now,
         };
-        self.endpoints = order(std::mem::take(&mut self.endpoints), &ctx);
+        if self.endpoints.len() > 1 {
+            let sorted = order(self.endpoints.drain(..).collect(), &ctx);
+            self.endpoints.extend(sorted);
+        }
         self.order_dirty = false;
     }
 
@@ -818,7 +907,7 @@ impl FastFallbackExchangeFinder {
             .get(Timer::Deadline)
             .unwrap_or(now + self.policy.connect_timeout);
         let timeout_at = (now + self.policy.attempt_timeout).min(deadline);
-        self.attempts.push(AttemptRecord {
+        self.attempts.0.push(AttemptRecord {
             id,
             plan: plan.clone(),
             started: now,

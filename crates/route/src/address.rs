@@ -289,15 +289,46 @@ impl Address {
     /// Userinfo (`user:password@`) is accepted and dropped: it is never stored, so it can
     /// never appear in an error, a report or a log.
     pub fn parse(s: &str) -> Result<Self, AddressError> {
-        let (scheme, rest) = match s.split_once("://") {
-            Some(("http", r)) => (Scheme::Http, r),
-            Some(("https", r)) => (Scheme::Https, r),
-            Some(("tcp", r)) => (Scheme::Tcp, r),
-            Some((other, _)) => return Err(AddressError::UnsupportedScheme(other.to_owned())),
-            None => (Scheme::Tcp, s),
+        let b = s.as_bytes();
+        // RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://".
+        let scheme_len = b
+            .iter()
+            .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
+            .unwrap_or(b.len());
+        let has_scheme = scheme_len > 0 && b[scheme_len..].starts_with(b"://");
+        let (scheme, rest) = if has_scheme {
+            let rest = &s[scheme_len + 3..];
+            // Schemes are case-insensitive (RFC 3986 §3.1).
+            let name = &s[..scheme_len];
+            if name.eq_ignore_ascii_case("https") {
+                (Scheme::Https, rest)
+            } else if name.eq_ignore_ascii_case("http") {
+                (Scheme::Http, rest)
+            } else if name.eq_ignore_ascii_case("tcp") {
+                (Scheme::Tcp, rest)
+            } else {
+                return Err(AddressError::UnsupportedScheme(name.to_owned()));
+            }
+        } else {
+            (Scheme::Tcp, s)
         };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        // The authority ends at the path, query or fragment; userinfo ends at its last '@'.
+        let mut end = rest.len();
+        let mut at = None;
+        for (i, c) in rest.bytes().enumerate() {
+            match c {
+                b'/' | b'?' | b'#' => {
+                    end = i;
+                    break;
+                }
+                b'@' => at = Some(i),
+                _ => {}
+            }
+        }
+        let authority = match at {
+            Some(i) => &rest[i + 1..end],
+            None => &rest[..end],
+        };
         if authority.is_empty() {
             return Err(AddressError::MissingHost);
         }
@@ -394,20 +425,20 @@ impl fmt::Display for Address {
     }
 }
 
-/// Splits `[addr%zone]` into `[addr]` and the zone. `%25` starts an RFC 6874 zone in a URI;
+/// Splits `[addr%zone]` into `addr` and the zone. `%25` starts an RFC 6874 zone in a URI;
 /// a bare `%` is accepted too.
-fn split_zone(host: &str) -> Result<(String, Option<Zone>), AddressError> {
+fn split_zone(host: &str) -> Result<(&str, Option<Zone>), AddressError> {
     let Some(inside) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) else {
-        return Ok((host.to_owned(), None));
+        return Ok((host, None));
     };
     let Some((ip, zone)) = inside.split_once('%') else {
-        return Ok((host.to_owned(), None));
+        return Ok((host, None));
     };
     let zone = match zone.strip_prefix("25") {
         Some(rest) if !rest.is_empty() => rest,
         _ => zone,
     };
-    Ok((format!("[{ip}]"), Some(Zone::parse(zone)?)))
+    Ok((ip, Some(Zone::parse(zone)?)))
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), AddressError> {
@@ -421,7 +452,7 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), AddressError
         };
     }
     // A bare IPv6 literal has several colons and no port.
-    if authority.matches(':').count() > 1 {
+    if authority.bytes().filter(|&b| b == b':').nth(1).is_some() {
         return Ok((authority, None));
     }
     Ok(match authority.rsplit_once(':') {
@@ -562,6 +593,14 @@ mod tests {
         ));
         assert_eq!(Address::parse("a.com"), Err(AddressError::MissingPort));
         assert_eq!(Address::parse("a.com:"), Err(AddressError::MissingPort));
+    }
+
+    #[test]
+    fn schemes_are_case_insensitive() {
+        assert_eq!(
+            Address::parse("HTTPS://Example.com").unwrap().scheme(),
+            Scheme::Https
+        );
     }
 
     #[test]

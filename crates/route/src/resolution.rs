@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use fastfallback_proto::{Alpn, DnsAnswer, DnsError, Family, HttpsRecord, Instant, QueryKind};
+use smallvec::SmallVec;
 
 use crate::Nat64Prefix;
 use crate::address::normalize_ip;
@@ -149,6 +150,9 @@ enum QueryState {
     Abandoned,
 }
 
+/// One family's admitted addresses: most answers hold one or two, kept inline.
+type Addrs = SmallVec<[IpAddr; 2]>;
+
 /// Aggregates the answers of one race's queries. No I/O; every input carries `now`.
 #[derive(Clone, Debug)]
 pub struct Resolution {
@@ -159,8 +163,8 @@ pub struct Resolution {
     unroutable: [bool; 2],
     limits: AnswerLimits,
     resolution_delay: Duration,
-    aaaa: Option<Vec<IpAddr>>,
-    a: Option<Vec<IpAddr>>,
+    aaaa: Option<Addrs>,
+    a: Option<Addrs>,
     hints: Vec<IpAddr>,
     service: Option<ServiceInfo>,
     first_positive_at: Option<Instant>,
@@ -228,18 +232,17 @@ impl Resolution {
             Duration::ZERO,
             AnswerLimits::default(),
         );
-        let mut v6 = Vec::new();
-        let mut v4 = Vec::new();
+        let (mut v6, mut v4) = (Addrs::new(), Addrs::new());
         for &ip in ips {
             let ip = normalize_ip(ip);
-            let admitted = if scoped {
-                r.admit_scoped(ip)
-            } else {
-                r.admit(vec![ip])
+            let list = match Family::of(ip) {
+                Family::V6 => &mut v6,
+                Family::V4 => &mut v4,
             };
-            match Family::of(ip) {
-                Family::V6 => v6.extend(admitted),
-                Family::V4 => v4.extend(admitted),
+            if scoped {
+                r.admit_scoped(ip, list);
+            } else {
+                r.admit(std::iter::once(ip), list);
             }
         }
         r.aaaa = Some(v6);
@@ -254,13 +257,10 @@ impl Resolution {
     }
 
     /// Admits a literal that carries a zone: link-local is fine then (RFC 4007 §11).
-    fn admit_scoped(&mut self, ip: IpAddr) -> Vec<IpAddr> {
+    fn admit_scoped(&mut self, ip: IpAddr, out: &mut Addrs) {
         match invalid_destination(ip) {
-            Some(why) if why != LINK_LOCAL_WITHOUT_SCOPE => {
-                self.skip(ip.to_string(), why);
-                Vec::new()
-            }
-            _ => vec![ip],
+            Some(why) if why != LINK_LOCAL_WITHOUT_SCOPE => self.skip(ip.to_string(), why),
+            _ => out.push(ip),
         }
     }
 
@@ -280,7 +280,9 @@ impl Resolution {
                 false
             }
             DnsAnswer::Addresses(list) => {
-                let list = self.admit(list);
+                let mut admitted = Addrs::with_capacity(list.len().min(self.limits.max_addresses));
+                self.admit(list, &mut admitted);
+                let list = admitted;
                 if list.is_empty() {
                     self.errors.push((kind, None));
                 }
@@ -307,10 +309,14 @@ impl Resolution {
         });
     }
 
-    /// Filters an address list: normalizes IPv4-mapped addresses, drops invalid destinations
-    /// (each with a reason), de-synthesizes NAT64 addresses (HEv3 §8.2) and caps the length.
-    fn admit(&mut self, list: Vec<IpAddr>) -> Vec<IpAddr> {
-        let mut out = Vec::with_capacity(list.len().min(self.limits.max_addresses));
+    /// Filters addresses into `out`: normalizes IPv4-mapped addresses, drops invalid
+    /// destinations (each with a reason), de-synthesizes NAT64 addresses (HEv3 §8.2) and caps
+    /// the length.
+    fn admit<const N: usize>(
+        &mut self,
+        list: impl IntoIterator<Item = IpAddr>,
+        out: &mut SmallVec<[IpAddr; N]>,
+    ) {
         for ip in list {
             let mut ip = normalize_ip(ip);
             if let (IpAddr::V6(v6), Some(p)) = (ip, self.conn.nat64)
@@ -343,7 +349,6 @@ impl Resolution {
             }
             out.push(ip);
         }
-        out
     }
 
     fn take_https(&mut self, records: Vec<HttpsRecord>) -> bool {
@@ -381,7 +386,9 @@ impl Resolution {
             hints.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
             hints.extend(r.ipv4hint.iter().map(|&v| IpAddr::V4(v)));
         }
-        self.hints = self.admit(hints);
+        let mut admitted = SmallVec::<[IpAddr; 0]>::with_capacity(hints.len());
+        self.admit(hints, &mut admitted);
+        self.hints = admitted.into_vec();
         self.service = compatible.first().map(|r| ServiceInfo {
             port: r.port,
             alpn: r.alpn.clone(),
@@ -429,28 +436,46 @@ impl Resolution {
     /// else the HTTPS hints (HEv3 §7: real records replace hints). IPv6 first, then IPv4.
     pub fn addresses(&self) -> Vec<IpAddr> {
         let mut out = Vec::new();
+        self.for_each_address(|ip| {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        });
+        out
+    }
+
+    /// Calls `f` with every address of [`Self::addresses`], in the same order, without
+    /// collecting them; an address may come twice (the caller de-duplicates).
+    pub fn for_each_address(&self, mut f: impl FnMut(IpAddr)) {
         for fam in Family::ALL {
             let real = if fam == Family::V6 {
                 &self.aaaa
             } else {
                 &self.a
             };
-            let source = real.as_ref().unwrap_or(&self.hints);
-            out.extend(source.iter().copied().filter(|ip| Family::of(*ip) == fam));
+            let source: &[IpAddr] = real.as_deref().unwrap_or(&self.hints);
+            source
+                .iter()
+                .copied()
+                .filter(|ip| Family::of(*ip) == fam)
+                .for_each(&mut f);
             // De-synthesized DNS64 answers (HEv3 §8.2) land in the AAAA list as IPv4.
             if fam == Family::V4
                 && let Some(list) = &self.aaaa
             {
-                out.extend(list.iter().copied().filter(|ip| ip.is_ipv4()));
+                list.iter()
+                    .copied()
+                    .filter(|ip| ip.is_ipv4())
+                    .for_each(&mut f);
             }
         }
-        let mut seen = Vec::with_capacity(out.len());
-        out.retain(|ip| {
-            let fresh = !seen.contains(ip);
-            seen.push(*ip);
-            fresh
-        });
-        out
+    }
+
+    /// Whether `ip` is among [`Self::addresses`].
+    pub fn has_address(&self, ip: IpAddr) -> bool {
+        let mut found = false;
+        self.for_each_address(|a| found |= a == ip);
+        found
     }
 
     /// When the first positive answer (or usable hint) arrived, if one has.

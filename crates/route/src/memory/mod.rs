@@ -236,6 +236,9 @@ pub struct MemoryView {
     config: RouteMemory,
     routes: Vec<(SocketAddr, RouteRecord)>,
     families: [FamilyRecord; 2],
+    /// Whether routes are learned locally; not for an IP literal, whose one route is never
+    /// reordered.
+    keeps_routes: bool,
 }
 
 /// The most routes one view (one origin) holds; more are not learned locally.
@@ -248,6 +251,7 @@ impl MemoryView {
             config,
             routes: Vec::new(),
             families: [FamilyRecord::default(); 2],
+            keeps_routes: true,
         }
     }
 
@@ -282,6 +286,9 @@ impl MemoryView {
             return;
         }
         self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+        if !self.keeps_routes {
+            return;
+        }
         if let Some((_, r)) = self.routes.iter_mut().find(|(t, _)| *t == lesson.target) {
             r.learn(lesson.kind, lesson.at);
         } else if self.routes.len() < MAX_ROUTES_PER_ORIGIN {
@@ -532,18 +539,20 @@ impl RouteDatabase {
     /// of one race. Expired entries are left out.
     pub fn view(&self, network: NetworkId, origin: &Address, now: Instant) -> MemoryView {
         let mut view = MemoryView::empty(self.config);
-        if !self.config.enabled {
+        let (host, port) = origin.connect_host();
+        // An IP literal has one route: nothing to order and no attempt after it to pace, so
+        // the race needs no history (it still learns, for the family records).
+        if !self.config.enabled || matches!(host, Host::Ip(_)) {
+            view.keeps_routes = false;
             return view;
         }
-        let (host, port) = origin.connect_host();
-        let key = origin_hash(host, port);
         let ttl = self.config.ttl;
         self.with(|inner| {
             let Some(net) = inner.network(network) else {
                 return;
             };
             view.families = net.families;
-            if let Some(o) = net.origins.get(&key)
+            if let Some(o) = net.origins.get(&origin_hash(host, port))
                 && o.port == port
                 && o.host == *host
             {
@@ -570,10 +579,18 @@ impl RouteDatabase {
         };
         let now = first.at;
         let (host, port) = origin.connect_host();
-        let key = origin_hash(host, port);
         let config = self.config;
         self.with(|inner| {
             let net = inner.network_mut(network);
+            // An IP literal has one route, never reordered: only the family records learn.
+            if matches!(host, Host::Ip(_)) {
+                for lesson in lessons {
+                    net.families[slot(Family::of(lesson.target.ip()))]
+                        .learn(lesson.kind, lesson.at);
+                }
+                return;
+            }
+            let key = origin_hash(host, port);
             if !net.origins.contains_key(&key) && net.routes >= config.max_routes {
                 net.evict(now, config);
             }
@@ -873,6 +890,20 @@ mod tests {
             db.view(HOME, &other, at(1))
                 .family_path_failed(Family::V6, at(1))
         );
+    }
+
+    #[test]
+    fn an_ip_literal_origin_teaches_only_the_family_records() {
+        let literal = Address::parse("tcp://192.0.2.1:443").unwrap();
+        let db = RouteDatabase::new(RouteMemory::default());
+        db.learn(
+            HOME,
+            &literal,
+            [lesson(V4, 0, LessonKind::Connected { rtt: ms(30) })],
+        );
+        assert_eq!(db.len(HOME), 0, "no route kept for a single-route origin");
+        let view = db.view(HOME, &origin(), at(1));
+        assert_eq!(view.family_srtt(Family::V4, at(1)), Some(ms(30)));
     }
 
     #[test]

@@ -1,0 +1,140 @@
+//! Instructions per loopback connect, counted by callgrind: fastfallback with tokio's socket
+//! options (none), fastfallback with its defaults, hyper-util's `HttpConnector` and a raw tokio
+//! connect, in one run.
+//!
+//! ```text
+//! cargo bench -p fastfallback-benches --bench instructions
+//! ```
+//!
+//! The bench re-runs itself under `valgrind --tool=callgrind` once per contender and count,
+//! and takes the difference between two counts (1000 and 3000 connects by default), so
+//! start-up and the runtime's lazy set-up cancel out. Instruction counts do not depend on what
+//! else the machine is doing. Without valgrind it says so and exits 0. Results go to
+//! `target/fastfallback-bench/instructions.json` and stdout.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::Command;
+
+use fastfallback_net::{Connector, SocketOptions, StaticResolver};
+use hyper_util::client::legacy::connect::HttpConnector;
+
+const CONTENDERS: [&str; 4] = ["fastfallback-bare", "fastfallback", "hyper-util", "tokio"];
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let who = args[i + 1].clone();
+        let n: usize = args[i + 2].parse().expect("count");
+        child(&who, n);
+        return;
+    }
+    let smoke = !args.iter().any(|a| a == "--bench");
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("skipped: valgrind is not installed (apt-get install valgrind)");
+        return;
+    }
+    let (low, high) = if smoke { (20, 60) } else { (1000, 3000) };
+    let exe = std::env::current_exe().expect("own path");
+    let mut rows = Vec::new();
+    for who in CONTENDERS {
+        let count = |n: usize| -> f64 {
+            let out_file = std::env::temp_dir()
+                .join(format!("ff-callgrind-{who}-{n}-{}.out", std::process::id()));
+            let status = Command::new("valgrind")
+                .arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={}", out_file.display()))
+                .arg(&exe)
+                .args(["--child", who, &n.to_string()])
+                .output()
+                .expect("valgrind runs");
+            assert!(
+                status.status.success(),
+                "{}",
+                String::from_utf8_lossy(&status.stderr)
+            );
+            let text = std::fs::read_to_string(&out_file).expect("callgrind output");
+            let _ = std::fs::remove_file(&out_file);
+            text.lines()
+                .find_map(|l| l.strip_prefix("summary: "))
+                .or_else(|| text.lines().find_map(|l| l.strip_prefix("totals: ")))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .expect("a total")
+        };
+        let per_connect = (count(high) - count(low)) / (high - low) as f64;
+        eprintln!("{who:<20} {per_connect:>10.0} instructions per connect");
+        rows.push((who, per_connect));
+    }
+    let tokio = rows
+        .iter()
+        .find(|r| r.0 == "tokio")
+        .map_or(f64::NAN, |r| r.1);
+    let mut md =
+        String::from("| contender | instructions per connect | × tokio |\n|---|---:|---:|\n");
+    let mut json = Vec::new();
+    for (who, n) in &rows {
+        md.push_str(&format!("| {who} | {n:.0} | {:.2} |\n", n / tokio));
+        json.push(serde_json::json!({ "contender": who, "instructions_per_connect": n, "vs_tokio": n / tokio }));
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
+    std::fs::create_dir_all(&dir).expect("target dir");
+    std::fs::write(
+        dir.join("instructions.json"),
+        serde_json::to_string_pretty(&json).expect("json"),
+    )
+    .expect("write");
+    println!("{md}");
+}
+
+/// Runs `n` loopback connects as `who` and exits.
+fn child(who: &str, n: usize) {
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    // Accept and close on a thread of its own, so the client side measures only connecting.
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            drop(s);
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let origin = addr.to_string();
+    rt.block_on(async {
+        match who {
+            "tokio" => {
+                for _ in 0..n {
+                    let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                    drop(s);
+                }
+            }
+            "hyper-util" => {
+                let connector = HttpConnector::new();
+                let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
+                for _ in 0..n {
+                    let mut c = connector.clone();
+                    let s = tower_service::Service::call(&mut c, uri.clone())
+                        .await
+                        .expect("connect");
+                    drop(s);
+                }
+            }
+            _ => {
+                let options = if who == "fastfallback-bare" {
+                    SocketOptions::default().nodelay(false).keepalive(None)
+                } else {
+                    SocketOptions::default()
+                };
+                let c = Connector::builder()
+                    .resolver(StaticResolver::new())
+                    .socket_options(options)
+                    .build()
+                    .expect("connector");
+                for _ in 0..n {
+                    let conn = c.connect(&origin).await.expect("connect");
+                    drop(conn);
+                }
+            }
+        }
+    });
+}
