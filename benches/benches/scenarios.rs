@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench -p fastfallback-benches --bench scenarios              # everything
 //! cargo bench -p fastfallback-benches --bench scenarios -- loopback  # one section
+//! cargo bench -p fastfallback-benches --bench scenarios -- network "second contact"  # matching rows
 //! ```
 //!
 //! Each scenario of design.md's performance table gets a fresh network. Every contender runs
@@ -82,6 +83,10 @@ struct Scenario {
     /// Blackholes make sequential connect wait for the kernel (3 s each with syn_retries=1):
     /// fewer runs for it.
     slow_for_sequential: bool,
+    /// fastfallback's measured contact is made by a fresh process that loads the route-memory
+    /// file an earlier process wrote (both are this bench binary, re-run in the client
+    /// namespace). The peers have no such file: each run is their own fresh process.
+    fresh_process_memory: bool,
 }
 
 fn delay(ip: IpAddr, one_way: Duration) -> Rule {
@@ -119,6 +124,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: None,
             policy: default_policy,
             slow_for_sequential: false,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "IPv6 blackholed, IPv4 RTT 20 ms, first contact",
@@ -129,6 +135,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: None,
             policy: default_policy,
             slow_for_sequential: true,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "same, attempt delay set to 200 ms",
@@ -144,6 +151,7 @@ fn scenarios() -> Vec<Scenario> {
                     .unwrap()
             },
             slow_for_sequential: true,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "IPv6 blackholed, second contact",
@@ -154,6 +162,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: Some(ORIGIN),
             policy: default_policy,
             slow_for_sequential: true,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "IPv6 blackholed for a new host only, warm process (RTT known)",
@@ -171,6 +180,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: Some(OTHER),
             policy: default_policy,
             slow_for_sequential: true,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "IPv6 blackholed network-wide, new host after another host's IPv6 failed",
@@ -187,6 +197,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: Some(OTHER),
             policy: default_policy,
             slow_for_sequential: true,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "IPv6 RTT 400 ms, IPv4 RTT 20 ms, second contact",
@@ -202,6 +213,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: Some(ORIGIN),
             policy: default_policy,
             slow_for_sequential: false,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "AAAA answer 300 ms late, A at once, IPv4 RTT 20 ms",
@@ -223,6 +235,7 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: None,
             policy: default_policy,
             slow_for_sequential: false,
+            fresh_process_memory: false,
         },
         Scenario {
             name: "8 IPv6 blackholed, 1 IPv4 (RTT 20 ms)",
@@ -238,6 +251,18 @@ fn scenarios() -> Vec<Scenario> {
             warm_up: None,
             policy: default_policy,
             slow_for_sequential: true,
+            fresh_process_memory: false,
+        },
+        Scenario {
+            name: "IPv6 blackholed, fresh process loading the route-memory file of an earlier one",
+            limit_ms: 20.0,
+            target_ms: 25.0,
+            origin_v6: &[0],
+            setup: v6_blackholed,
+            warm_up: None,
+            policy: default_policy,
+            slow_for_sequential: true,
+            fresh_process_memory: true,
         },
     ]
 }
@@ -403,7 +428,65 @@ fn prepare(net: &TestNet, s: &Scenario) {
     (s.setup)(net);
 }
 
+/// One contact by a fresh process (this binary, re-run in the client namespace) whose
+/// connector keeps route memory in `file`. Returns what the child measured.
+fn contact_in_a_fresh_process(net: &TestNet, file: &std::path::Path) -> Sample {
+    let exe = std::env::current_exe().expect("own path");
+    let out = net.client(|| {
+        std::process::Command::new(&exe)
+            .args(["--fresh-process-contact", ORIGIN])
+            .arg(file)
+            .output()
+            .expect("the child runs")
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut f = text.split_whitespace();
+    let connected = f.next() == Some("ok");
+    let attempts: Option<usize> = f.next().and_then(|v| v.parse().ok());
+    let ms: f64 = f.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+    Sample {
+        ms,
+        connected,
+        attempts_on_wire: net.client_connections(),
+        attempts_reported: attempts,
+    }
+}
+
+/// The child side of [`contact_in_a_fresh_process`]: one contact, then exit (which saves the
+/// memory file).
+fn fresh_process_contact(origin: &str, file: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let connector = Connector::builder()
+            .resolver(HickoryResolver::from_resolver(hickory()))
+            .memory_file(file)
+            .build()
+            .expect("connector");
+        let t = Instant::now();
+        let r = connector.connect(&format!("tcp://{origin}:{PORT}")).await;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let (ok, attempts) = match &r {
+            Ok(c) => ("ok", c.report().attempts_started()),
+            Err(e) => ("failed", e.report().map_or(0, |r| r.attempts_started())),
+        };
+        println!("{ok} {attempts} {ms}");
+    });
+}
+
 fn run_once(net: &TestNet, s: &Scenario, contender: Contender) -> Sample {
+    if s.fresh_process_memory && contender == Contender::Fastfallback {
+        let file = std::env::temp_dir().join(format!("ff-bench-memory-{}", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        // The earlier process: a first contact, which learns that IPv6 is dead.
+        let _ = contact_in_a_fresh_process(net, &file);
+        net.clear_log();
+        let sample = contact_in_a_fresh_process(net, &file);
+        let _ = std::fs::remove_file(&file);
+        return sample;
+    }
     net.block_on_client(async {
         let mut client = Client::new(contender, (s.policy)());
         if let Some(host) = s.warm_up {
@@ -423,6 +506,11 @@ fn run_once(net: &TestNet, s: &Scenario, contender: Contender) -> Sample {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--fresh-process-contact") {
+        fresh_process_contact(&args[i + 1], &args[i + 2]);
+        return;
+    }
     // `cargo bench` passes --bench; `cargo test --benches` runs us with no args: do a small
     // version of everything then, as a smoke test.
     let smoke = !std::env::args().any(|a| a == "--bench");
@@ -469,8 +557,19 @@ fn network_rows(smoke: bool) -> Vec<Row> {
         _ => 7,
     };
     let mut all = Vec::new();
-    let list = scenarios();
-    let list = if smoke { &list[..1] } else { &list[..] };
+    // Any other argument picks the scenarios whose name contains it.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--") && a != "loopback" && a != "network");
+    let mut list = scenarios();
+    if let Some(f) = &filter {
+        list.retain(|s| s.name.contains(f.as_str()));
+    }
+    let list = if smoke {
+        &list[..list.len().min(1)]
+    } else {
+        &list[..]
+    };
     for s in list {
         let net = TestNet::builder().servers(9).build().expect("test network");
         prepare(&net, s);

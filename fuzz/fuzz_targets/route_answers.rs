@@ -27,8 +27,8 @@ fuzz_target!(|data: &[u8]| {
         Duration::from_millis(50),
         AnswerLimits::default(),
     );
-    r.handle_answer(QueryKind::Aaaa, DnsAnswer::Addresses(addrs.clone()), Instant::ZERO);
-    r.handle_answer(QueryKind::A, DnsAnswer::Addresses(addrs), Instant::from_millis(1));
+    r.handle_answer(QueryKind::Aaaa, &DnsAnswer::Addresses(addrs.clone()), Instant::ZERO);
+    r.handle_answer(QueryKind::A, &DnsAnswer::Addresses(addrs), Instant::from_millis(1));
     let out = r.addresses();
     assert!(out.len() <= 2 * AnswerLimits::default().max_addresses);
     let mut dedup = out.clone();

@@ -1020,16 +1020,17 @@ impl Race {
         match wake {
             Wake::Timer => {}
             Wake::Dns(kind, answer) => {
+                let dsts = self.network.connectivity.destinations(&answer);
+                let sources = self.inner.sources.find(dsts);
+                self.finder().handle_dns(kind, &answer, &sources, t);
+                // The report keeps the answer itself; the race took what it needed.
                 if let Some(q) = self
                     .log
                     .iter_mut()
                     .find(|q| q.kind == kind && q.answered.is_none())
                 {
-                    q.answered = Some((t, answer.clone()));
+                    q.answered = Some((t, answer));
                 }
-                let dsts = self.network.connectivity.destinations(&answer);
-                let sources = self.inner.sources.find(dsts);
-                self.finder().handle_dns(kind, answer, &sources, t);
             }
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;

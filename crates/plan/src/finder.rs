@@ -196,7 +196,7 @@ struct Pacing {
 ///
 /// let t20 = Instant::from_millis(20);
 /// let answer = DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]);
-/// race.handle_dns(QueryKind::Aaaa, answer, &[], t20);
+/// race.handle_dns(QueryKind::Aaaa, &answer, &[], t20);
 /// let Some(Output::StartAttempt { id, plan }) = race.poll_output(t20) else { panic!() };
 /// assert_eq!(plan.route.target.to_string(), "[2001:db8::a]:80");
 ///
@@ -208,6 +208,7 @@ pub struct FastFallbackExchangeFinder {
     /// Shared by every race of a client: cloning an `Arc` costs less than copying the policy.
     policy: Arc<FallbackPolicy>,
     address: Address,
+    tls: Option<Arc<TlsStep>>,
     connectivity: Connectivity,
     memory: MemoryView,
     history_ignored: bool,
@@ -380,9 +381,11 @@ impl FastFallbackExchangeFinder {
         };
         let mut timers = TimerTable::default();
         timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
+        let tls = Self::tls_step(&address);
         let mut race = Box::new(Self {
             policy,
             address,
+            tls,
             connectivity,
             memory,
             history_ignored,
@@ -417,7 +420,7 @@ impl FastFallbackExchangeFinder {
     pub fn handle_dns(
         &mut self,
         kind: QueryKind,
-        answer: DnsAnswer,
+        answer: &DnsAnswer,
         sources: &[SourceOf],
         now: Instant,
     ) {
@@ -888,9 +891,9 @@ impl FastFallbackExchangeFinder {
                 let route = Route {
                     target: e.target,
                     logical: e.logical,
-                    proxy: self.address.proxy().cloned(),
+                    proxy: self.address.proxy_shared().cloned(),
                 };
-                ConnectPlan::new(route, self.tls_step())
+                ConnectPlan::new(route, self.tls.clone())
             }
         };
         let id = match self.attempts.last() {
@@ -928,17 +931,18 @@ impl FastFallbackExchangeFinder {
         true
     }
 
-    fn tls_step(&self) -> Option<TlsStep> {
-        if !self.address.is_tls() {
+    /// The TLS step every attempt of this race shares, for TLS origins.
+    fn tls_step(address: &Address) -> Option<Arc<TlsStep>> {
+        if !address.is_tls() {
             return None;
         }
-        Some(TlsStep {
-            server_name: match self.address.host() {
+        Some(Arc::new(TlsStep {
+            server_name: match address.host() {
                 Host::Name(n) => n.clone(),
                 Host::Ip(ip) => ip.to_string(),
             },
             alpn: vec![Alpn::H2, Alpn::Http11],
-        })
+        }))
     }
 
     /// The Connection Attempt Delay after starting an attempt to `target` (profile P2): from

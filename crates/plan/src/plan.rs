@@ -1,6 +1,7 @@
 //! [`ConnectPlan`]: what one attempt does.
 
 use std::fmt;
+use std::sync::Arc;
 
 use fastfallback_proto::Alpn;
 use fastfallback_route::{ProxyKind, Route};
@@ -23,11 +24,12 @@ pub struct TlsStep {
 /// use fastfallback_plan::{ConnectPlan, TlsStep};
 /// use fastfallback_proto::Alpn;
 /// use fastfallback_route::Route;
+/// use std::sync::Arc;
 ///
 /// let plan = ConnectPlan {
 ///     route: Route::direct("[2001:db8::a]:443".parse().unwrap()),
 ///     tunnel: false,
-///     tls: Some(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11] }),
+///     tls: Some(Arc::new(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11] })),
 ///     attempt: 0,
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
@@ -39,8 +41,8 @@ pub struct ConnectPlan {
     pub route: Route,
     /// Whether to open an HTTP CONNECT tunnel through the route's proxy before TLS.
     pub tunnel: bool,
-    /// The TLS step, for `https` origins.
-    pub tls: Option<TlsStep>,
+    /// The TLS step, for `https` origins (one per race, shared by its attempts).
+    pub tls: Option<Arc<TlsStep>>,
     /// How many follow-ups led to this plan (0 for a first plan; OkHttp's `attempt`).
     pub attempt: u32,
 }
@@ -52,7 +54,7 @@ impl ConnectPlan {
     }
 
     /// A plan for `route`, tunnelling when the route's HTTP proxy must carry TLS.
-    pub fn new(route: Route, tls: Option<TlsStep>) -> Self {
+    pub fn new(route: Route, tls: Option<Arc<TlsStep>>) -> Self {
         let tunnel = tls.is_some()
             && route
                 .proxy

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// A validated host: a DNS name or an IP literal.
 ///
@@ -265,7 +266,8 @@ pub struct Address {
     host: Host,
     port: u16,
     scheme: Scheme,
-    proxy: Option<Proxy>,
+    /// Shared, so every route of a race points at it without copying it.
+    proxy: Option<Arc<Proxy>>,
     zone: Option<Zone>,
 }
 
@@ -370,7 +372,7 @@ impl Address {
 
     /// Routes this address through `proxy`.
     pub fn with_proxy(mut self, proxy: Proxy) -> Self {
-        self.proxy = Some(proxy);
+        self.proxy = Some(Arc::new(proxy));
         self
     }
 
@@ -396,13 +398,18 @@ impl Address {
 
     /// The proxy, if any.
     pub fn proxy(&self) -> Option<&Proxy> {
+        self.proxy.as_deref()
+    }
+
+    /// The proxy, shared (for routes).
+    pub fn proxy_shared(&self) -> Option<&Arc<Proxy>> {
         self.proxy.as_ref()
     }
 
     /// The host whose addresses are raced: the proxy's for HTTP proxies and SOCKS, else the
     /// origin's.
     pub fn connect_host(&self) -> (&Host, u16) {
-        match &self.proxy {
+        match self.proxy.as_deref() {
             Some(p) => (&p.host, p.port),
             None => (&self.host, self.port),
         }
@@ -478,7 +485,7 @@ pub struct Route {
     /// NAT64-synthesized target (HEv3 §8.3).
     pub logical: IpAddr,
     /// The proxy this route goes through, if any.
-    pub proxy: Option<Proxy>,
+    pub proxy: Option<Arc<Proxy>>,
 }
 
 impl Route {

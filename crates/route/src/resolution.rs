@@ -266,10 +266,10 @@ impl Resolution {
 
     /// Takes in one answer. Answers to queries that were never sent, or repeated answers, are
     /// accepted: a repeated answer replaces the previous one (HEv3 §7, answers changing).
-    pub fn handle_answer(&mut self, kind: QueryKind, answer: DnsAnswer, now: Instant) {
+    pub fn handle_answer(&mut self, kind: QueryKind, answer: &DnsAnswer, now: Instant) {
         let positive = match answer {
             DnsAnswer::Error(e) => {
-                self.errors.push((kind, Some(e)));
+                self.errors.push((kind, Some(e.clone())));
                 false
             }
             DnsAnswer::Addresses(list) if kind == QueryKind::Https => {
@@ -281,7 +281,7 @@ impl Resolution {
             }
             DnsAnswer::Addresses(list) => {
                 let mut admitted = Addrs::with_capacity(list.len().min(self.limits.max_addresses));
-                self.admit(list, &mut admitted);
+                self.admit(list.iter().copied(), &mut admitted);
                 let list = admitted;
                 if list.is_empty() {
                     self.errors.push((kind, None));
@@ -351,7 +351,7 @@ impl Resolution {
         }
     }
 
-    fn take_https(&mut self, records: Vec<HttpsRecord>) -> bool {
+    fn take_https(&mut self, records: &[HttpsRecord]) -> bool {
         self.hints.clear();
         self.service = None;
         if records.iter().any(HttpsRecord::is_alias) {
@@ -362,7 +362,7 @@ impl Resolution {
             );
             return false;
         }
-        let mut compatible: Vec<HttpsRecord> = Vec::with_capacity(records.len());
+        let mut compatible: Vec<(&HttpsRecord, Vec<Alpn>)> = Vec::with_capacity(records.len());
         for r in records {
             let mut alpn = r.alpn.clone();
             if !r.no_default_alpn && !alpn.contains(&Alpn::Http11) {
@@ -377,22 +377,22 @@ impl Resolution {
                 // RFC 9460 §7.1.2, HEv3 §6.2: no protocol we speak.
                 self.skip(format!("HTTPS record {}", r.priority), "no supported ALPN");
             } else {
-                compatible.push(HttpsRecord { alpn, ..r });
+                compatible.push((r, alpn));
             }
         }
-        compatible.sort_by_key(|r| r.priority);
+        compatible.sort_by_key(|(r, _)| r.priority);
         let mut hints = Vec::new();
-        for r in &compatible {
+        for (r, _) in &compatible {
             hints.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
             hints.extend(r.ipv4hint.iter().map(|&v| IpAddr::V4(v)));
         }
         let mut admitted = SmallVec::<[IpAddr; 0]>::with_capacity(hints.len());
         self.admit(hints, &mut admitted);
         self.hints = admitted.into_vec();
-        self.service = compatible.first().map(|r| ServiceInfo {
-            port: r.port,
-            alpn: r.alpn.clone(),
-        });
+        self.service = compatible
+            .into_iter()
+            .next()
+            .map(|(r, alpn)| ServiceInfo { port: r.port, alpn });
         !self.hints.is_empty()
     }
 
@@ -588,14 +588,14 @@ mod tests {
     #[test]
     fn positive_aaaa_moves_on_at_once() {
         let mut r = plain();
-        r.handle_answer(QueryKind::Aaaa, addrs(&["2001:db8::a"]), at(20));
+        r.handle_answer(QueryKind::Aaaa, &addrs(&["2001:db8::a"]), at(20));
         assert!(r.poll(at(20)));
     }
 
     #[test]
     fn positive_a_first_waits_for_the_resolution_delay() {
         let mut r = plain();
-        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
         assert!(!r.poll(at(20)));
         assert_eq!(r.deadline(), Some(at(70)));
         assert!(!r.poll(at(69)));
@@ -611,7 +611,7 @@ mod tests {
             Duration::from_millis(50),
             AnswerLimits::default(),
         );
-        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
         assert!(r.poll(at(20)));
     }
 
@@ -654,8 +654,8 @@ mod tests {
     #[test]
     fn negative_aaaa_inside_the_delay_ends_it() {
         let mut r = plain();
-        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(20));
-        r.handle_answer(QueryKind::Aaaa, addrs(&[]), at(35));
+        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(QueryKind::Aaaa, &addrs(&[]), at(35));
         assert!(r.poll(at(35)));
     }
 
@@ -664,7 +664,7 @@ mod tests {
         let mut r = plain();
         r.handle_answer(
             QueryKind::Aaaa,
-            addrs(&[
+            &addrs(&[
                 "::",
                 "ff02::1",
                 "fe80::1",
@@ -675,7 +675,7 @@ mod tests {
         );
         r.handle_answer(
             QueryKind::A,
-            addrs(&["255.255.255.255", "0.1.2.3", "224.0.0.1"]),
+            &addrs(&["255.255.255.255", "0.1.2.3", "224.0.0.1"]),
             at(1),
         );
         assert_eq!(r.addresses(), [ip("2001:db8::a"), ip("192.0.2.9")]);
@@ -703,7 +703,7 @@ mod tests {
             AnswerLimits { max_addresses: 4 },
         );
         let many: Vec<IpAddr> = (1..=10u8).map(|i| IpAddr::from([192, 0, 2, i])).collect();
-        r.handle_answer(QueryKind::A, DnsAnswer::Addresses(many), at(1));
+        r.handle_answer(QueryKind::A, &DnsAnswer::Addresses(many), at(1));
         assert_eq!(r.addresses().len(), 4);
         assert_eq!(r.skipped().len(), 6);
         assert_eq!(r.skipped()[0].why, "answer capped at 4");
@@ -725,10 +725,10 @@ mod tests {
         );
         r.handle_answer(
             QueryKind::Aaaa,
-            addrs(&["2001:db8::a", "64:ff9b::c000:201"]),
+            &addrs(&["2001:db8::a", "64:ff9b::c000:201"]),
             at(10),
         );
-        r.handle_answer(QueryKind::A, addrs(&["192.0.2.1"]), at(12));
+        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(12));
         assert_eq!(r.addresses(), [ip("2001:db8::a"), ip("192.0.2.1")]);
         assert_eq!(conn.connect_ip(ip("192.0.2.1")), ip("64:ff9b::c000:201"));
     }
@@ -765,7 +765,7 @@ mod tests {
             ipv6hint: vec!["2001:db8::9".parse().unwrap()],
             ..Default::default()
         };
-        r.handle_answer(QueryKind::Https, DnsAnswer::Https(vec![alias, svc]), at(5));
+        r.handle_answer(QueryKind::Https, &DnsAnswer::Https(vec![alias, svc]), at(5));
         assert!(r.addresses().is_empty());
         assert!(r.service().is_none());
     }

@@ -274,7 +274,7 @@ impl<'a> Player<'a> {
                     });
                     let dsts = self.scenario.connectivity.destinations(&answer);
                     let sources = self.scenario.host.sources_for(dsts);
-                    self.race.handle_dns(kind, answer, &sources, t);
+                    self.race.handle_dns(kind, &answer, &sources, t);
                 }
                 Input::Attempt(id, ev) => self.deliver(id, ev, t),
                 Input::Pooled => {
