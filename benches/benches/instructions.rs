@@ -1,6 +1,8 @@
-//! Instructions per loopback connect, counted by callgrind: fastfallback with tokio's socket
-//! options (none), fastfallback with its defaults, hyper-util's `HttpConnector` and a raw tokio
-//! connect, in one run.
+//! Instructions per loopback connect, counted by callgrind, in one run:
+//! - `fastfallback-bare`: tokio's socket options (none) and a parsed origin (`connect_to`), like
+//!   for like with tokio (a `SocketAddr`) and hyper-util (a parsed `Uri`);
+//! - `fastfallback`: its defaults (nodelay, keepalive) and an origin string (`connect`);
+//! - hyper-util's `HttpConnector` and a raw tokio connect.
 //!
 //! ```text
 //! cargo bench -p fastfallback-benches --bench instructions
@@ -130,9 +132,18 @@ fn child(who: &str, n: usize) {
                     .socket_options(options)
                     .build()
                     .expect("connector");
-                for _ in 0..n {
-                    let conn = c.connect(&origin).await.expect("connect");
-                    drop(conn);
+                if who == "fastfallback-bare" {
+                    // Like-for-like with tokio (a SocketAddr) and hyper-util (a parsed Uri).
+                    let address = fastfallback_route::Address::parse(&origin).expect("address");
+                    for _ in 0..n {
+                        let conn = c.connect_to(address.clone()).await.expect("connect");
+                        drop(conn);
+                    }
+                } else {
+                    for _ in 0..n {
+                        let conn = c.connect(&origin).await.expect("connect");
+                        drop(conn);
+                    }
                 }
             }
         }

@@ -100,7 +100,7 @@ impl Who {
     fn label(self) -> &'static str {
         match self {
             Self::Ours => "fastfallback",
-            Self::OursBare => "fastfallback, no socket options (like tokio's)",
+            Self::OursBare => "fastfallback, tokio's socket options (none), parsed origin",
             Self::Hyper => "hyper-util HttpConnector",
             Self::Tokio => "tokio TcpStream::connect",
         }
@@ -113,6 +113,7 @@ struct Clients {
     hyper: HttpConnector,
     addr: SocketAddr,
     origin: String,
+    address: fastfallback_route::Address,
     uri: http::Uri,
 }
 
@@ -135,6 +136,7 @@ impl Clients {
             hyper: HttpConnector::new(),
             addr,
             origin: format!("{addr}"),
+            address: fastfallback_route::Address::parse(&format!("{addr}")).expect("address"),
             uri: format!("http://{addr}/").parse().expect("uri"),
         }
     }
@@ -142,7 +144,8 @@ impl Clients {
     async fn connect(&self, who: Who) -> bool {
         match who {
             Who::Ours => self.ours.connect(&self.origin).await.is_ok(),
-            Who::OursBare => self.bare.connect(&self.origin).await.is_ok(),
+            // Like-for-like with tokio (a parsed SocketAddr) and hyper-util (a parsed Uri).
+            Who::OursBare => self.bare.connect_to(self.address.clone()).await.is_ok(),
             Who::Hyper => {
                 let mut h = self.hyper.clone();
                 tower_service::Service::call(&mut h, self.uri.clone())
