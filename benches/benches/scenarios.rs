@@ -379,7 +379,12 @@ impl Client {
     async fn contact(&mut self, host: &str) -> (bool, Option<usize>) {
         match self {
             Self::Ours(c) => match c.connect(&format!("tcp://{host}:{PORT}")).await {
-                Ok(conn) => (true, Some(conn.report().attempts_started())),
+                Ok(conn) => {
+                    if std::env::var_os("FF_BENCH_REPORTS").is_some() {
+                        eprintln!("{}", conn.report());
+                    }
+                    (true, Some(conn.report().attempts_started()))
+                }
                 Err(e) => (false, e.report().map(|r| r.attempts_started())),
             },
             Self::Hyper(h) => {

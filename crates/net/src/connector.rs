@@ -485,7 +485,12 @@ impl ConnectorBuilder {
                 dialer: self.dialer,
                 sources,
                 network,
-                detected: Mutex::new(None),
+                // Read the network now, so the first connect does not pay for it.
+                detected: Mutex::new(
+                    network
+                        .is_none()
+                        .then(|| (tokio::time::Instant::now(), detect_network())),
+                ),
                 db,
                 memory_file,
                 seed,
