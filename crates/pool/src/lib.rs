@@ -32,6 +32,8 @@
 
 #![forbid(unsafe_code)]
 
+mod flight;
 mod pool;
 
+pub use flight::{Flights, Join, ProtocolMemory};
 pub use pool::{Cleanup, ConnectionPool, PROVISIONAL_MAX_STREAMS, PoolConfig, PoolKey, Release};

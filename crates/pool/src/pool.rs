@@ -1,9 +1,10 @@
 //! The pool itself: entries, allocation, release and OkHttp-style eviction.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use fastfallback_proto::{Instant, PooledId, Protocol};
+use fastfallback_proto::{FxBuildHasher, Instant, PooledId, Protocol};
 
 /// The stream limit an HTTP/2 connection gets when it is inserted with `max_streams == 0`,
 /// that is before the peer's SETTINGS frame has said how many concurrent streams it allows.
@@ -12,13 +13,16 @@ use fastfallback_proto::{Instant, PooledId, Protocol};
 /// guess until [`ConnectionPool::set_max_streams`] reports the real value.
 pub const PROVISIONAL_MAX_STREAMS: u32 = 100;
 
-/// Which connections can serve a request: same host, same port, same use of TLS.
+/// Which connections can serve a request: everything that makes two connections
+/// interchangeable. Connections whose keys differ in any field never share.
 ///
 /// ```
 /// use fastfallback_pool::PoolKey;
 ///
 /// let key = PoolKey::new("example.com", 443, true);
 /// assert_eq!(key.host, "example.com");
+/// let other_tls = key.clone().with_tls_config(7);
+/// assert_ne!(key, other_tls);
 /// ```
 #[derive(Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 pub struct PoolKey {
@@ -28,16 +32,48 @@ pub struct PoolKey {
     pub port: u16,
     /// Whether the connection runs TLS.
     pub tls: bool,
+    /// Which TLS configuration made it (an identity the driver assigns; 0 for the default).
+    pub tls_config: u64,
+    /// The proxy it goes through (`kind host:port`), if any. Connections through a proxy never
+    /// carry another host's exchanges.
+    pub proxy: Option<String>,
 }
 
 impl PoolKey {
-    /// A key for `host:port`, with or without TLS.
+    /// A direct key for `host:port`, with or without TLS, with the default TLS configuration.
     pub fn new(host: impl Into<String>, port: u16, tls: bool) -> Self {
         Self {
             host: host.into(),
             port,
             tls,
+            tls_config: 0,
+            proxy: None,
         }
+    }
+
+    /// The same key for connections made with TLS configuration `id`.
+    #[must_use]
+    pub fn with_tls_config(mut self, id: u64) -> Self {
+        self.tls_config = id;
+        self
+    }
+
+    /// The same key for connections through `proxy`.
+    #[must_use]
+    pub fn with_proxy(mut self, proxy: impl Into<String>) -> Self {
+        self.proxy = Some(proxy.into());
+        self
+    }
+
+    /// Whether a connection made for `self` may be offered to `other`'s host when the other
+    /// conditions of coalescing hold: same port, same TLS and configuration, and no proxy on
+    /// either side (OkHttp's `equalsNonHost` plus its direct-route rule).
+    pub fn may_coalesce_with(&self, other: &Self) -> bool {
+        self.port == other.port
+            && self.tls == other.tls
+            && self.tls_config == other.tls_config
+            && self.proxy.is_none()
+            && other.proxy.is_none()
     }
 }
 
@@ -110,6 +146,10 @@ struct Entry<C> {
     idle_since: Instant,
     /// Never hand it out again; close it when `allocations` reaches 0.
     no_new_exchanges: bool,
+    /// The address it is connected to, for coalescing (unknown: never coalesced).
+    peer: Option<SocketAddr>,
+    /// Hosts it must not serve although it could be coalesced (they answered 421).
+    not_for: Vec<String>,
 }
 
 impl<C> Entry<C> {
@@ -189,7 +229,7 @@ pub struct ConnectionPool<C> {
     /// Every connection, by id; ids grow with insertion, so this is insertion order.
     entries: BTreeMap<u64, Entry<C>>,
     /// The ids serving each key, in insertion order.
-    by_key: HashMap<PoolKey, Vec<u64>>,
+    by_key: HashMap<PoolKey, Vec<u64>, FxBuildHasher>,
     /// The id the next inserted connection gets.
     next_id: u64,
 }
@@ -200,7 +240,7 @@ impl<C> ConnectionPool<C> {
         Self {
             config,
             entries: BTreeMap::new(),
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
             next_id: 1,
         }
     }
@@ -243,9 +283,79 @@ impl<C> ConnectionPool<C> {
                 allocations: 0,
                 idle_since: now,
                 no_new_exchanges: false,
+                peer: None,
+                not_for: Vec::new(),
             },
         );
         PooledId(id)
+    }
+
+    /// Records the address connection `id` is connected to, which makes it a candidate for
+    /// coalescing if it is HTTP/2 (see [`Self::coalescing_candidates`]). Returns whether the id
+    /// is known.
+    pub fn set_peer(&mut self, id: PooledId, peer: SocketAddr) -> bool {
+        match self.entries.get_mut(&id.0) {
+            Some(e) => {
+                e.peer = Some(peer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// HTTP/2 connections made for other hosts that could carry an exchange for `key` (OkHttp's
+    /// `isEligible`, spec §3.7), oldest first: direct, same port, TLS and TLS configuration
+    /// ([`PoolKey::may_coalesce_with`]), connected to one of `resolved` (the addresses `key`'s
+    /// host resolved to), accepting new exchanges with a free stream, and not barred from the
+    /// host by a 421. The caller must still check that the connection's certificate covers the
+    /// host, then take a stream with [`Self::acquire_id`].
+    pub fn coalescing_candidates<'a>(
+        &'a self,
+        key: &'a PoolKey,
+        resolved: &'a [IpAddr],
+    ) -> impl Iterator<Item = PooledId> + 'a {
+        self.entries.iter().filter_map(move |(&id, e)| {
+            let usable = e.protocol.is_multiplexed()
+                && !e.no_new_exchanges
+                && e.allocations < e.limit
+                && e.key.host != key.host
+                && e.key.may_coalesce_with(key)
+                && e.peer
+                    .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
+                && !e.not_for.iter().any(|h| *h == key.host);
+            usable.then_some(PooledId(id))
+        })
+    }
+
+    /// Counts one exchange against connection `id`, if it accepts one now (not marked, below
+    /// its limit). Returns whether it did.
+    pub fn acquire_id(&mut self, id: PooledId) -> bool {
+        match self.entries.get_mut(&id.0) {
+            Some(e) if !e.no_new_exchanges && e.allocations < e.limit => {
+                e.allocations += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops connection `id` from carrying `host`'s exchanges again (the host answered 421
+    /// Misdirected Request over it, RFC 9110 §15.5.20). Returns whether the id is known.
+    pub fn forbid_coalescing(&mut self, id: PooledId, host: &str) -> bool {
+        match self.entries.get_mut(&id.0) {
+            Some(e) => {
+                if !e.not_for.iter().any(|h| h == host) {
+                    e.not_for.push(host.to_owned());
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The protocol connection `id` speaks.
+    pub fn protocol(&self, id: PooledId) -> Option<Protocol> {
+        self.entries.get(&id.0).map(|e| e.protocol)
     }
 
     /// Picks a connection for one exchange to `key` and counts the exchange against it.

@@ -337,3 +337,114 @@ fn remove_and_unknown_ids() {
     assert!(p.is_empty());
     assert_eq!(p.acquire(&key(), at(3)), None);
 }
+
+// ---- coalescing (spec/okhttp-connection-layer.md §3.7) ----
+
+fn h2_for(p: &mut ConnectionPool<&'static str>, host: &str, peer: &str) -> PooledId {
+    let id = p.insert(
+        PoolKey::new(host, 443, true),
+        "h2",
+        Protocol::Http2,
+        10,
+        at(0),
+    );
+    assert!(p.set_peer(id, peer.parse().unwrap()));
+    id
+}
+
+fn ips(list: &[&str]) -> Vec<std::net::IpAddr> {
+    list.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+#[test]
+fn an_h2_connection_to_a_resolved_address_is_offered_to_another_host() {
+    let mut p = pool(5);
+    let id = h2_for(&mut p, "a.example", "[2001:db8::1]:443");
+    let b = PoolKey::new("b.example", 443, true);
+    let found: Vec<_> = p
+        .coalescing_candidates(&b, &ips(&["192.0.2.9", "2001:db8::1"]))
+        .collect();
+    assert_eq!(found, [id]);
+    assert!(p.acquire_id(id));
+    assert_eq!(p.allocations(id), Some(1));
+}
+
+#[test]
+fn a_connection_to_an_address_the_host_did_not_resolve_to_is_never_offered() {
+    let mut p = pool(5);
+    h2_for(&mut p, "a.example", "[2001:db8::1]:443");
+    let b = PoolKey::new("b.example", 443, true);
+    assert_eq!(
+        p.coalescing_candidates(&b, &ips(&["2001:db8::2"])).count(),
+        0
+    );
+}
+
+#[test]
+fn proxies_ports_tls_configurations_and_http1_never_coalesce() {
+    let mut p = pool(5);
+    h2_for(&mut p, "a.example", "[2001:db8::1]:443");
+    let h1 = p.insert(
+        PoolKey::new("c.example", 443, true),
+        "h1",
+        Protocol::Http11,
+        0,
+        at(0),
+    );
+    p.set_peer(h1, "[2001:db8::3]:443".parse().unwrap());
+    let resolved = ips(&["2001:db8::1", "2001:db8::3"]);
+    for key in [
+        PoolKey::new("b.example", 443, true).with_proxy("http proxy.example:8080"),
+        PoolKey::new("b.example", 8443, true),
+        PoolKey::new("b.example", 443, true).with_tls_config(9),
+        PoolKey::new("b.example", 443, false),
+    ] {
+        assert_eq!(
+            p.coalescing_candidates(&key, &resolved).count(),
+            0,
+            "{key:?}"
+        );
+    }
+    // HTTP/1 (c.example's connection) is never offered; the HTTP/2 one is.
+    let b = PoolKey::new("b.example", 443, true);
+    assert_eq!(p.coalescing_candidates(&b, &resolved).count(), 1);
+}
+
+#[test]
+fn a_421_bars_the_host_from_that_connection_only() {
+    let mut p = pool(5);
+    let id = h2_for(&mut p, "a.example", "[2001:db8::1]:443");
+    let resolved = ips(&["2001:db8::1"]);
+    assert!(p.forbid_coalescing(id, "b.example"));
+    let b = PoolKey::new("b.example", 443, true);
+    let c = PoolKey::new("c.example", 443, true);
+    assert_eq!(p.coalescing_candidates(&b, &resolved).count(), 0);
+    assert_eq!(p.coalescing_candidates(&c, &resolved).count(), 1);
+    // Its own host still uses it.
+    assert_eq!(
+        p.acquire(&PoolKey::new("a.example", 443, true), at(1)),
+        Some(id)
+    );
+}
+
+#[test]
+fn a_full_or_retired_connection_is_not_offered_or_acquired() {
+    let mut p = pool(5);
+    let id = p.insert(
+        PoolKey::new("a.example", 443, true),
+        "h2",
+        Protocol::Http2,
+        1,
+        at(0),
+    );
+    p.set_peer(id, "[2001:db8::1]:443".parse().unwrap());
+    let b = PoolKey::new("b.example", 443, true);
+    let resolved = ips(&["2001:db8::1"]);
+    assert!(p.acquire_id(id));
+    assert!(!p.acquire_id(id), "its one stream is taken");
+    assert_eq!(p.coalescing_candidates(&b, &resolved).count(), 0);
+    assert_eq!(p.release(id, at(1)), Release::Released);
+    p.mark_no_new_exchanges(id);
+    assert_eq!(p.coalescing_candidates(&b, &resolved).count(), 0);
+    assert!(!p.acquire_id(id));
+}

@@ -27,6 +27,7 @@ mod dns;
 mod error;
 mod event;
 mod family;
+mod hash;
 mod id;
 mod time;
 
@@ -35,5 +36,6 @@ pub use dns::{DnsAnswer, DnsError, HttpsRecord, QueryKind};
 pub use error::{AttemptError, AttemptErrorKind, AttemptFailure, Phase, RaceError, RaceErrorKind};
 pub use event::{AttemptEvent, CancelReason, Output, Winner};
 pub use family::Family;
+pub use hash::{FxBuildHasher, FxHasher};
 pub use id::{AttemptId, PooledId};
 pub use time::Instant;

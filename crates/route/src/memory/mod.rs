@@ -36,12 +36,12 @@
 //! ([`RouteMemory::explore_one_in`]).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fastfallback_proto::{AttemptErrorKind, Family, Instant, Phase};
+use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, FxHasher, Instant, Phase};
 
 use crate::{Address, Host};
 
@@ -354,47 +354,6 @@ impl MemoryView {
     }
 }
 
-/// A multiplicative hasher for the store's integer keys: much cheaper than SipHash, and the
-/// keys are not attacker-chosen in a way that matters (a collision only costs a lookup).
-#[derive(Clone, Copy, Debug, Default)]
-struct FxHasher(u64);
-
-const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(FX_SEED);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// The key of an origin in the store: a hash of its host and port. The full host is kept in
 /// the entry and compared, so a collision is a miss, never a mix-up.
 fn origin_hash(host: &Host, port: u16) -> u64 {
@@ -425,7 +384,7 @@ struct OriginMemory {
 struct NetworkMemory {
     id: NetworkId,
     families: [FamilyRecord; 2],
-    origins: HashMap<u64, OriginMemory, BuildHasherDefault<FxHasher>>,
+    origins: HashMap<u64, OriginMemory, FxBuildHasher>,
     routes: usize,
 }
 
