@@ -322,7 +322,7 @@ impl<C> ConnectionPool<C> {
                 && e.key.may_coalesce_with(key)
                 && e.peer
                     .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
-                && !e.not_for.iter().any(|h| *h == key.host);
+                && !e.not_for.contains(&key.host);
             usable.then_some(PooledId(id))
         })
     }
