@@ -1,18 +1,19 @@
 //! [`FastFallbackExchangeFinder`]: the race as a sans-IO state machine.
 //!
 //! ```text
-//!               DNS answers (any order, any time)
-//!                   │
-//!   [Resolving] ── move-on rule (HEv3 §4.2) ──▶ [Racing] ◀──── owner's TLS fails ────┐
-//!       │                                        │   │                              │
-//!       │                                        │   └─ TCP wins (WinAt::Tcp) ──▶ [TlsOwner]
-//!       │                                        │                                  │
-//!       │                      first success, or a pooled connection ──────────────┤
-//!       │                                        ▼                                  ▼
-//!       │                                      [Won] ── DNS tail (≤ 1 s) ──▶ queries dropped
-//!       ▼                                        │
-//!   [Failed] ◀── nothing in flight, nothing pending, nothing untried; or the deadline
-//!   [Abandoned] ◀── the caller gave up (from any unfinished phase)
+//!   [Waiting] ── handle_release: the connect it followed ended ──▶ [Resolving] or [Racing]
+//!      (single flight)                      a pooled connection ──▶ [Won]
+//!
+//!   [Resolving] ── move-on rule (HEv3 §4.2) ──▶ [Racing] ◀──── owner's TLS fails ─────┐
+//!                                                │  │                                  │
+//!                                                │  └── TCP wins (WinAt::Tcp) ──▶ [TlsOwner]
+//!                                                │                                     │
+//!               first success, or a pooled connection (from any running phase) ────────┤
+//!                                                ▼                                     ▼
+//!                                              [Won] ── DNS tail (≤ 1 s) ──▶ queries dropped
+//!
+//!   [Failed]    ◀── nothing in flight, nothing pending, nothing untried; or the deadline
+//!   [Abandoned] ◀── the caller gave up (from any running phase)
 //! ```
 //!
 //! Attempts have their own states ([`AttemptState`]); every attempt ends exactly once, and
@@ -94,6 +95,8 @@ pub struct RaceInput {
     /// Seeds every random choice of the race (today: whether it ignores history, see
     /// [`fastfallback_route::RouteMemory::explore_one_in`]).
     pub seed: u64,
+    /// Whether the race starts [`RacePhase::Waiting`] (it follows another call's connect).
+    pub waiting: bool,
 }
 
 impl RaceInput {
@@ -103,7 +106,15 @@ impl RaceInput {
             connectivity,
             memory: MemoryView::disabled(),
             seed: 0,
+            waiting: false,
         }
+    }
+
+    /// Starting [`RacePhase::Waiting`], for a call that follows another's connect.
+    #[must_use]
+    pub fn waiting(mut self, waiting: bool) -> Self {
+        self.waiting = waiting;
+        self
     }
 
     /// With route memory.
@@ -124,6 +135,10 @@ impl RaceInput {
 /// Where the race is (see the module's state diagram).
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 pub enum RacePhase {
+    /// Waiting for another call's connect to the same origin before doing anything (single
+    /// flight): a pooled connection may end the race ([`FastFallbackExchangeFinder::handle_pooled`]),
+    /// or [`FastFallbackExchangeFinder::handle_release`] lets it go on. The connect deadline runs.
+    Waiting,
     /// Waiting for DNS to allow the first attempt (HEv3 §4.2).
     Resolving,
     /// Attempts may start.
@@ -145,7 +160,10 @@ pub enum RacePhase {
 
 impl RacePhase {
     fn is_running(self) -> bool {
-        matches!(self, Self::Resolving | Self::Racing | Self::TlsOwner(_))
+        matches!(
+            self,
+            Self::Waiting | Self::Resolving | Self::Racing | Self::TlsOwner(_)
+        )
     }
 }
 
@@ -320,6 +338,7 @@ impl FastFallbackExchangeFinder {
             mut connectivity,
             mut memory,
             seed,
+            waiting,
         } = input;
         connectivity.v6 &= policy.family.allows(Family::V6);
         connectivity.v4 &= policy.family.allows(Family::V4);
@@ -374,7 +393,9 @@ impl FastFallbackExchangeFinder {
                 (r, q)
             }
         };
-        let phase = if resolution.moved_on() {
+        let phase = if waiting {
+            RacePhase::Waiting
+        } else if resolution.moved_on() {
             RacePhase::Racing
         } else {
             RacePhase::Resolving
@@ -427,7 +448,10 @@ impl FastFallbackExchangeFinder {
         let now = self.clock(now);
         self.needs_decision = true;
         match self.phase {
-            RacePhase::Resolving | RacePhase::Racing | RacePhase::TlsOwner(_) => {
+            RacePhase::Waiting
+            | RacePhase::Resolving
+            | RacePhase::Racing
+            | RacePhase::TlsOwner(_) => {
                 for s in sources {
                     match self.sources.iter_mut().find(|k| k.dst == s.dst) {
                         Some(known) => *known = *s,
@@ -502,6 +526,30 @@ impl FastFallbackExchangeFinder {
         self.win(Winner::Pooled(pooled), None, now);
         self.rearm();
         true
+    }
+
+    /// Lets a [`RacePhase::Waiting`] race go on: the connect it followed ended without a
+    /// connection it can share. `news` is what that connect taught route memory (for example
+    /// the route that just won on HTTP/1), applied to this race's view first, so it orders its
+    /// attempts with it (news from a concurrent race comes in as an explicit input). Does
+    /// nothing in any other phase.
+    pub fn handle_release(&mut self, news: &[Lesson], now: Instant) {
+        let now = self.clock(now);
+        if self.phase != RacePhase::Waiting {
+            return;
+        }
+        for lesson in news {
+            self.memory.learn(lesson);
+        }
+        self.needs_decision = true;
+        self.order_dirty = true;
+        self.phase = if self.resolution.moved_on() {
+            RacePhase::Racing
+        } else {
+            RacePhase::Resolving
+        };
+        self.try_move_on(now);
+        self.rearm();
     }
 
     /// Fires every timer that has expired at `now` (see [`Timer`]). Call it when
@@ -839,7 +887,10 @@ impl FastFallbackExchangeFinder {
 
     /// Decides what to do at `now`: send the queries, start what may start, or fail.
     fn decide(&mut self, now: Instant) {
-        if !self.queries_sent {
+        if self.phase == RacePhase::Waiting {
+            return;
+        }
+        if !self.queries_sent && self.phase.is_running() {
             self.queries_sent = true;
             for &q in &self.queries {
                 self.out.push_back(Output::StartQuery(q));
@@ -1052,9 +1103,13 @@ impl FastFallbackExchangeFinder {
     }
 
     fn cancel_queries(&mut self) {
-        for kind in self.resolution.pending_kinds() {
-            self.out.push_back(Output::CancelQuery(kind));
+        // A race that ended while waiting never sent its queries: nothing to cancel.
+        if self.queries_sent {
+            for kind in self.resolution.pending_kinds() {
+                self.out.push_back(Output::CancelQuery(kind));
+            }
         }
+        self.queries_sent = true;
         self.resolution.abandon_pending();
     }
 
@@ -1066,7 +1121,10 @@ impl FastFallbackExchangeFinder {
         }
         self.phase = RacePhase::Won { winner, at: now };
         // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still
-        // fill the cache until `now + dns_tail`.
+        // fill the cache until `now + dns_tail`. A race that won while waiting sent none.
+        if !self.queries_sent {
+            self.cancel_queries();
+        }
         let tail = self
             .resolution
             .pending()

@@ -276,3 +276,68 @@ fn an_abandoned_race_still_reports_what_it_learned() {
         }]
     );
 }
+
+// ---- single flight: a race that waits for another call's connect ----
+
+#[test]
+fn a_waiting_race_sends_nothing_and_ends_on_the_connection_its_leader_pooled() {
+    let run = Scenario::plain()
+        .waiting()
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .pooled_at(270)
+        .run();
+    assert!(run.queries().is_empty(), "{}", run.timeline());
+    assert!(run.starts().is_empty());
+    assert_eq!(run.wins(), at(&[("pooled", 270)]));
+}
+
+#[test]
+fn a_released_race_resolves_and_connects_at_once_preferring_the_route_that_just_won() {
+    // The leader won on IPv4 after 250 ms of a silent IPv6 (HTTP/1: nothing to share); its
+    // lessons say so.
+    let lesson = |target: String, kind| fastfallback_route::Lesson {
+        target: target.parse().unwrap(),
+        at: Instant::from_millis(270),
+        kind,
+    };
+    let ms = std::time::Duration::from_millis;
+    let news = vec![
+        lesson(
+            format!("[{V6A}]:443"),
+            fastfallback_route::LessonKind::Unfinished { elapsed: ms(260) },
+        ),
+        lesson(
+            format!("{V4A}:443"),
+            fastfallback_route::LessonKind::Connected { rtt: ms(20) },
+        ),
+    ];
+    let run = Scenario::plain()
+        .memory(Arc::new(RouteDatabase::new(RouteMemory::default())))
+        .waiting()
+        .released_at(270, news)
+        .aaaa(1, &[V6A])
+        .a(1, &[V4A])
+        .drop(V6A)
+        .ok(V4A, 20)
+        .run();
+    // The queries go out at the release (the scripted answers come back at once, a cache hit).
+    assert_eq!(run.queries()[0].1, 270);
+    assert_eq!(run.starts(), at(&[(V4A, 270)]));
+    assert_eq!(run.won(), one(V4A, 290));
+}
+
+#[test]
+fn a_waiting_race_still_has_its_connect_deadline() {
+    let run = Scenario::plain()
+        .waiting()
+        .connect_timeout(1000)
+        .aaaa(10, &[V6A])
+        .run();
+    let (err, t) = run.failed().expect("fails");
+    assert_eq!(
+        (err.kind, t),
+        (fastfallback_proto::RaceErrorKind::TimedOut, 1000)
+    );
+    assert!(run.queries().is_empty());
+}

@@ -146,6 +146,7 @@ enum Input {
     Attempt(AttemptId, AttemptEvent<ConnectPlan>),
     Pooled,
     Abandon,
+    Release(Vec<Lesson>),
 }
 
 fn ceil_ms(t: Instant) -> u64 {
@@ -185,7 +186,8 @@ impl<'a> Player<'a> {
         };
         let input = RaceInput::new(scenario.connectivity)
             .memory(memory)
-            .seed(scenario.seed);
+            .seed(scenario.seed)
+            .waiting(scenario.waiting);
         let race = FastFallbackExchangeFinder::new(
             scenario.address.clone(),
             scenario.policy.clone(),
@@ -217,6 +219,9 @@ impl<'a> Player<'a> {
         }
         if let Some(t) = scenario.abandon_at {
             p.push(t + scenario.start_at, Input::Abandon);
+        }
+        if let Some((t, news)) = &scenario.release_at {
+            p.push(t + scenario.start_at, Input::Release(news.clone()));
         }
         p.act();
         p
@@ -281,6 +286,7 @@ impl<'a> Player<'a> {
                     self.race.handle_pooled(PooledId(1), t);
                 }
                 Input::Abandon => self.race.abandon(t),
+                Input::Release(news) => self.race.handle_release(&news, t),
             }
         }
         if self.race.poll_timeout().is_some_and(|d| d <= t) {

@@ -63,6 +63,8 @@ pub struct Scenario {
     pub(crate) seed: u64,
     pub(crate) pooled_at: Option<u64>,
     pub(crate) abandon_at: Option<u64>,
+    pub(crate) waiting: bool,
+    pub(crate) release_at: Option<(u64, Vec<fastfallback_route::Lesson>)>,
     pub(crate) exchanges: usize,
     pub(crate) start_at: u64,
 }
@@ -108,6 +110,8 @@ impl Scenario {
             seed: 0,
             pooled_at: None,
             abandon_at: None,
+            waiting: false,
+            release_at: None,
             exchanges: 1,
             start_at: 0,
         }
@@ -246,6 +250,19 @@ impl Scenario {
     /// Offers a pooled connection to the race at `t` ms.
     pub fn pooled_at(mut self, t: u64) -> Self {
         self.pooled_at = Some(t);
+        self
+    }
+
+    /// The race starts waiting for another call's connect (single flight).
+    pub fn waiting(mut self) -> Self {
+        self.waiting = true;
+        self
+    }
+
+    /// The connect the race waits for ends at `t` ms without a connection to share: the race
+    /// goes on, having heard `news`.
+    pub fn released_at(mut self, t: u64, news: Vec<fastfallback_route::Lesson>) -> Self {
+        self.release_at = Some((t, news));
         self
     }
 
