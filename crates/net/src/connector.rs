@@ -35,13 +35,15 @@ use fastfallback_plan::{
     ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, MAX_MEMORY_TTL, PolicyError, RaceInput,
 };
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, AttemptId, DnsAnswer, Instant, Output, Phase, QueryKind,
-    RaceError, Winner,
+    Alpn, AttemptError, AttemptEvent, AttemptId, DnsAnswer, Instant, Output, Phase, PooledId,
+    QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
-    Address, AddressError, Connectivity, Host, MAX_FILE_BYTES, NetworkId, RouteDatabase, SourceOf,
-    SourceSelector, Zone,
+    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, RouteDatabase,
+    SourceOf, SourceSelector, Zone,
 };
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
 use rustls::{ClientConfig, RootCertStore};
 use tokio::time::Sleep;
 
@@ -63,7 +65,7 @@ fn epoch() -> tokio::time::Instant {
     *EPOCH.get_or_init(tokio::time::Instant::now)
 }
 
-fn now() -> Instant {
+pub(crate) fn now() -> Instant {
     let elapsed = tokio::time::Instant::now().saturating_duration_since(epoch());
     Instant::from_elapsed(CLOCK_BASE + elapsed)
 }
@@ -102,6 +104,8 @@ struct Inner {
     policy: Arc<FallbackPolicy>,
     resolver: Arc<dyn Resolve>,
     tls: Arc<ClientConfig>,
+    /// The certificate verifier inside `tls`, when the connector built it.
+    verifier: Option<Arc<dyn ServerCertVerifier>>,
     socket: SocketOptions,
     dialer: Option<Arc<dyn Dial>>,
     sources: Sources,
@@ -168,8 +172,14 @@ impl Inner {
         self.seed.wrapping_add(n)
     }
 
-    /// Applies a race's lessons to route memory, and saves the memory file now and then.
-    fn learn(&self, network: NetworkId, finder: &mut FastFallbackExchangeFinder) {
+    /// Applies a race's lessons to route memory, and saves the memory file now and then. With
+    /// `keep`, the lessons are also copied there (a pool race hands them to its followers).
+    fn learn(
+        &self,
+        network: NetworkId,
+        finder: &mut FastFallbackExchangeFinder,
+        keep: Option<&mut Vec<Lesson>>,
+    ) {
         let Some(db) = &self.db else {
             return;
         };
@@ -177,7 +187,14 @@ impl Inner {
         if lessons.len() == 0 {
             return;
         }
-        db.learn(network, address, lessons);
+        match keep {
+            Some(keep) => {
+                let start = keep.len();
+                keep.extend(lessons);
+                db.learn(network, address, keep[start..].iter().copied());
+            }
+            None => db.learn(network, address, lessons),
+        }
         if let Some(file) = &self.memory_file {
             MemoryFile::changed(file, db);
         }
@@ -432,19 +449,26 @@ impl ConnectorBuilder {
             Some(r) => r,
             None => Arc::new(HickoryResolver::from_system_conf().map_err(BuildError::Resolver)?),
         };
-        let mut tls = match self.tls {
-            Some(c) => c,
+        let (mut tls, verifier) = match self.tls {
+            Some(c) => (c, None),
             None => {
                 let roots = self
                     .roots
                     .unwrap_or_else(|| webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect());
-                ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::aws_lc_rs::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .map_err(BuildError::Tls)?
-                .with_root_certificates(roots)
-                .with_no_client_auth()
+                let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+                // The verifier is kept, so the pool can ask it whether a connection's
+                // certificate also covers another host before coalescing (§3.7).
+                let verifier: Arc<dyn ServerCertVerifier> =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| BuildError::Tls(rustls::Error::General(e.to_string())))?;
+                let config = ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(BuildError::Tls)?
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::clone(&verifier))
+                    .with_no_client_auth();
+                (config, Some(verifier))
             }
         };
         tls.alpn_protocols = vec![
@@ -481,6 +505,7 @@ impl ConnectorBuilder {
                 policy: Arc::new(self.policy),
                 resolver,
                 tls: Arc::new(tls),
+                verifier,
                 socket: self.socket,
                 dialer: self.dialer,
                 sources,
@@ -640,6 +665,11 @@ impl Connection {
     pub fn into_stream(self) -> Stream {
         self.stream
     }
+
+    /// Everything, unformatted (the pool keeps the story for its exchange's report).
+    pub(crate) fn into_raw(self) -> (Stream, SocketAddr, Option<Alpn>, Story) {
+        (self.stream, self.peer, self.alpn, self.story)
+    }
 }
 
 impl tokio::io::AsyncRead for Connection {
@@ -688,7 +718,51 @@ enum Wake {
     Dns(QueryKind, DnsAnswer),
     Tcp(usize, Result<Transport, AttemptError>),
     Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),
+    Offer(Offer),
     Timer,
+}
+
+/// What a race run for the pool hears from it while it runs.
+pub(crate) enum Offer {
+    /// A pooled connection with an exchange already reserved for this race (dropping the
+    /// lease gives it back).
+    Pooled(crate::pool::PoolLease),
+    /// The connect this (waiting) race followed ended without a connection to share; what it
+    /// taught route memory.
+    Release(Vec<Lesson>),
+}
+
+/// Where a race run for the pool reports what it resolved, so the pool can offer a connection
+/// it may coalesce (spec/okhttp-connection-layer.md §3.7).
+pub(crate) trait Watch: Send + Sync {
+    /// The race now knows these addresses of its origin.
+    fn resolved(&self, addresses: &[std::net::IpAddr]);
+}
+
+/// How a race run for the pool is wired to it.
+pub(crate) struct PoolLink {
+    /// Start [`fastfallback_plan::RacePhase::Waiting`] (single flight).
+    pub(crate) waiting: bool,
+    pub(crate) offers: tokio::sync::mpsc::UnboundedReceiver<Offer>,
+    pub(crate) watch: Option<Arc<dyn Watch>>,
+}
+
+/// How a race run for the pool ended.
+pub(crate) enum Raced {
+    /// It connected: a new connection.
+    Connected(Connection),
+    /// It ended on a pooled connection the pool offered (an exchange is reserved on it).
+    Pooled {
+        lease: crate::pool::PoolLease,
+        story: Story,
+    },
+}
+
+/// Everything a race run for the pool hands back, whatever its outcome.
+pub(crate) struct RaceEnd {
+    pub(crate) result: Result<Raced, ConnectError>,
+    /// What the race taught route memory (for the calls that waited on it).
+    pub(crate) lessons: Vec<Lesson>,
 }
 
 impl Connector {
@@ -737,7 +811,41 @@ impl Connector {
             return Err(ConnectError::Unsupported("connecting through a proxy"));
         }
         let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
-        Ok(Race::new(Arc::clone(&self.inner), address))
+        Ok(Race::new(Arc::clone(&self.inner), address, None))
+    }
+
+    /// A race run for the pool: it may wait for another call's connect, takes pooled
+    /// connections offered mid-race, and reports what it resolved.
+    pub(crate) async fn race_for_pool(&self, address: Address, link: PoolLink) -> RaceEnd {
+        if address.proxy().is_some() {
+            return RaceEnd {
+                result: Err(ConnectError::Unsupported("connecting through a proxy")),
+                lessons: Vec::new(),
+            };
+        }
+        let address = match resolve_zone(address) {
+            Ok(a) => a,
+            Err(e) => {
+                return RaceEnd {
+                    result: Err(ConnectError::InvalidAddress(e)),
+                    lessons: Vec::new(),
+                };
+            }
+        };
+        Race::new(Arc::clone(&self.inner), address, Some(link))
+            .run_for_pool()
+            .await
+    }
+
+    /// The certificate verifier of the TLS configuration, when the connector built it (a
+    /// user's own `tls_config` hides it, and then connections are never coalesced).
+    pub(crate) fn verifier(&self) -> Option<&Arc<dyn ServerCertVerifier>> {
+        self.inner.verifier.as_ref()
+    }
+
+    /// A number that names this connector's TLS configuration (pool keys carry it).
+    pub(crate) fn tls_identity(&self) -> u64 {
+        Arc::as_ptr(&self.inner.tls) as usize as u64
     }
 }
 
@@ -778,13 +886,19 @@ struct Race {
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
     /// so in the same turn (a finished attempt wins at once), so one slot is enough.
     finished: Option<(AttemptId, Stream, Option<Alpn>)>,
+    /// The pool's side, for races run for it.
+    link: Option<PoolLink>,
+    /// The pooled connection the race took, once it took one.
+    pooled: Option<crate::pool::PoolLease>,
+    /// A copy of what the race taught route memory, kept for races run for the pool.
+    lessons: Vec<Lesson>,
 }
 
 /// How the race ended, as far as the driver loop is concerned.
 enum Ending {
     Won(AttemptId),
+    Pooled(PooledId),
     Failed(RaceError),
-    Unsupported(&'static str),
 }
 
 impl Drop for Race {
@@ -793,13 +907,13 @@ impl Drop for Race {
     fn drop(&mut self) {
         if let Some(mut finder) = self.finder.take() {
             finder.abandon(now());
-            self.inner.learn(self.network.id, &mut finder);
+            self.inner.learn(self.network.id, &mut finder, None);
         }
     }
 }
 
 impl Race {
-    fn new(inner: Arc<Inner>, address: Address) -> Self {
+    fn new(inner: Arc<Inner>, address: Address, link: Option<PoolLink>) -> Self {
         let network = inner.network();
         let t0 = now();
         let memory = match &inner.db {
@@ -810,6 +924,7 @@ impl Race {
             connectivity: network.connectivity,
             memory,
             seed: inner.next_seed(),
+            waiting: link.as_ref().is_some_and(|l| l.waiting),
         };
         let name = match address.connect_host().0 {
             Host::Name(n) => n.clone(),
@@ -827,6 +942,9 @@ impl Race {
             queries: Vec::new(),
             running: Vec::with_capacity(1),
             finished: None,
+            link,
+            pooled: None,
+            lessons: Vec::new(),
         }
     }
 
@@ -836,6 +954,28 @@ impl Race {
     }
 
     async fn run(mut self) -> Result<Connection, ConnectError> {
+        let (ending, t) = self.drive().await;
+        match self.end(ending, t) {
+            Ok(Raced::Connected(c)) => Ok(c),
+            // Only a race run for the pool is offered pooled connections.
+            Ok(Raced::Pooled { .. }) => Err(ConnectError::Unsupported("pooled connections")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Self::run`] for the pool: hands back, besides the result, the offers the race did
+    /// not take and what it taught route memory.
+    async fn run_for_pool(mut self) -> RaceEnd {
+        let (ending, t) = self.drive().await;
+        let result = self.end(ending, t);
+        RaceEnd {
+            result,
+            lessons: std::mem::take(&mut self.lessons),
+        }
+    }
+
+    /// Runs the race until it ends: how, and when.
+    async fn drive(&mut self) -> (Ending, Instant) {
         let mut sleep: Pin<&mut Sleep> = pin!(tokio::time::sleep_until(epoch()));
         // One clock reading per turn: the event that woke the race and everything the race
         // decides because of it happen at the same instant.
@@ -847,7 +987,7 @@ impl Race {
             }
             while let Some(out) = self.finder().poll_output(t) {
                 if let Some(ending) = self.act(out, t) {
-                    return self.end(ending, t);
+                    return (ending, t);
                 }
             }
             let next = self.finder().poll_timeout();
@@ -910,17 +1050,14 @@ impl Race {
                 }
             }
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
-            // This driver never offers pooled connections, so the race cannot pick one.
-            Output::Done(Winner::Pooled(_)) => {
-                return Some(Ending::Unsupported("pooled connections"));
-            }
+            Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
             Output::Failed(error) => return Some(Ending::Failed(error)),
         }
         None
     }
 
     /// Closes whatever is left and turns the race into its result.
-    fn end(mut self, ending: Ending, t: Instant) -> Result<Connection, ConnectError> {
+    fn end(&mut self, ending: Ending, t: Instant) -> Result<Raced, ConnectError> {
         self.running.clear();
         let winner = match &ending {
             Ending::Won(id) => self.finished.take().filter(|(f, ..)| f == id),
@@ -928,7 +1065,8 @@ impl Race {
         };
         self.finished = None;
         let mut finder = self.finder.take().expect("the race ends once");
-        self.inner.learn(self.network.id, &mut finder);
+        let keep = self.link.is_some().then_some(&mut self.lessons);
+        self.inner.learn(self.network.id, &mut finder, keep);
         if winner.is_some()
             && let Some(until) = finder.dns_tail_deadline()
         {
@@ -954,14 +1092,23 @@ impl Race {
                     .map(|a| a.plan.route.target)
                     .or_else(|| stream.tcp().and_then(|s| s.peer_addr().ok()))
                     .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-                Ok(Connection {
+                Ok(Raced::Connected(Connection {
                     stream,
                     peer,
                     alpn,
                     story,
                     report: OnceLock::new(),
-                })
+                }))
             }
+            (Ending::Pooled(id), _) => match self.pooled.take().filter(|l| l.id() == id) {
+                Some(lease) => {
+                    tracing::debug!(%id, "race ended on a pooled connection");
+                    Ok(Raced::Pooled { lease, story })
+                }
+                None => Err(ConnectError::Unsupported(
+                    "a pooled winner without its lease",
+                )),
+            },
             (Ending::Failed(error), _) => {
                 story.error = Some(error.to_string());
                 Err(ConnectError::Race(Box::new(RaceFailure {
@@ -969,7 +1116,6 @@ impl Race {
                     report: story.report(),
                 })))
             }
-            (Ending::Unsupported(what), _) => Err(ConnectError::Unsupported(what)),
             (Ending::Won(_), None) => Err(ConnectError::Unsupported("a winner without a stream")),
         }
     }
@@ -994,6 +1140,11 @@ impl Race {
         sleep: Pin<&mut Sleep>,
         armed: bool,
     ) -> Poll<Wake> {
+        if let Some(link) = &mut self.link
+            && let Poll::Ready(Some(offer)) = link.offers.poll_recv(cx)
+        {
+            return Poll::Ready(Wake::Offer(offer));
+        }
         for i in 0..self.queries.len() {
             if let Poll::Ready(answer) = self.queries[i].1.as_mut().poll(cx) {
                 let (kind, _) = self.queries.remove(i);
@@ -1024,8 +1175,22 @@ impl Race {
     fn handle(&mut self, wake: Wake, t: Instant) {
         match wake {
             Wake::Timer => {}
+            Wake::Offer(Offer::Pooled(lease)) => {
+                // A race that ended already refuses it; dropping the lease gives it back.
+                if self.finder().handle_pooled(lease.id(), t) {
+                    self.pooled = Some(lease);
+                }
+            }
+            Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t),
             Wake::Dns(kind, answer) => {
                 let dsts = self.network.connectivity.destinations(&answer);
+                // Only A and AAAA answers count for coalescing, not HTTPS hints (§3.7).
+                if let Some(watch) = self.link.as_ref().and_then(|l| l.watch.as_ref())
+                    && matches!(answer, DnsAnswer::Addresses(_))
+                    && !dsts.is_empty()
+                {
+                    watch.resolved(&dsts);
+                }
                 let sources = self.inner.sources.find(dsts);
                 self.finder().handle_dns(kind, &answer, &sources, t);
                 // The report keeps the answer itself; the race took what it needed.

@@ -30,6 +30,7 @@
 mod attempt;
 mod connectivity;
 mod connector;
+mod pool;
 mod report;
 mod resolve;
 mod source;
@@ -39,6 +40,7 @@ pub use connectivity::{NetworkState, detect_connectivity, detect_network};
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
+pub use pool::{Body, Exchange, ExchangeError, Origin, Pool, PoolOptions, PoolStats, Source};
 pub use report::{AttemptReport, QueryReport, RaceReport};
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;

@@ -474,6 +474,25 @@ impl<C> ConnectionPool<C> {
         self.entries.get(&id.0).map(|e| e.limit)
     }
 
+    /// When connection `id` last became idle: its insertion, or the end of its last exchange.
+    /// The value is kept while the connection is busy, so a caller that has just acquired its
+    /// only exchange learns how long it sat unused (the idle-ping check of HTTP/2 health).
+    pub fn idle_since(&self, id: PooledId) -> Option<Instant> {
+        self.entries.get(&id.0).map(|e| e.idle_since)
+    }
+
+    /// Closes every idle connection at once (OkHttp's `evictAll`): they leave the pool and are
+    /// handed back for closing. Connections carrying exchanges stay and finish them.
+    pub fn evict_idle(&mut self) -> Vec<C> {
+        let idle: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.is_idle())
+            .map(|(&id, _)| id)
+            .collect();
+        idle.into_iter().filter_map(|id| self.take(id)).collect()
+    }
+
     /// Takes connection `id` out of the pool, whatever its state, and hands it back.
     pub fn remove(&mut self, id: PooledId) -> Option<C> {
         self.take(id.0)

@@ -448,3 +448,20 @@ fn a_full_or_retired_connection_is_not_offered_or_acquired() {
     assert_eq!(p.coalescing_candidates(&b, &resolved).count(), 0);
     assert!(!p.acquire_id(id));
 }
+
+#[test]
+fn evict_idle_closes_idle_connections_and_keeps_busy_ones() {
+    let mut pool = ConnectionPool::new(PoolConfig::default());
+    let key = PoolKey::new("example.com", 443, true);
+    let t = Instant::from_millis(5);
+    let busy = pool.insert(key.clone(), "busy", Protocol::Http11, 0, Instant::ZERO);
+    let idle = pool.insert(key.clone(), "idle", Protocol::Http11, 0, Instant::ZERO);
+    assert_eq!(pool.acquire(&key, t), Some(idle));
+    assert!(pool.release(idle, t).is_released());
+    assert!(pool.acquire_id(busy));
+    assert_eq!(pool.evict_idle(), vec!["idle"]);
+    assert_eq!(pool.len(), 1);
+    assert_eq!(pool.get(busy), Some(&"busy"));
+    assert_eq!(pool.idle_since(idle), None);
+    assert_eq!(pool.idle_since(busy), Some(Instant::ZERO));
+}

@@ -69,6 +69,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod dns;
+pub mod http;
 mod netns;
 mod packet;
 mod rng;
@@ -83,6 +84,7 @@ pub mod wire;
 pub use dns::{DnsCounts, DnsZone, HttpsSpec, Rcode};
 pub use servers::ServerKind;
 pub use sockets::{SocketEntry, SocketProto};
+pub use tls::TlsMaterial;
 pub use wire::{Action, Dir, Match, Rule, Verdict, WireEvent};
 
 use netns::Netns;
@@ -293,7 +295,7 @@ impl TestNetBuilder {
             )));
         }
         let server_ips = self.server_ips();
-        let tls = tls::TlsMaterial::new(&self.tls_names, &server_ips)
+        let tls = TlsMaterial::new(&self.tls_names, &server_ips)
             .unwrap_or_else(|e| panic!("testnet: making the TLS material failed: {e}"));
         let tls = Arc::new(tls);
         let dns = Arc::new(dns::DnsState::default());
@@ -372,7 +374,7 @@ pub struct TestNet {
     shared: Arc<wire::Shared>,
     dns: Arc<dns::DnsState>,
     accepted: Arc<servers::Accepted>,
-    tls: Arc<tls::TlsMaterial>,
+    tls: Arc<TlsMaterial>,
     server_ips: Vec<IpAddr>,
     client_ns: Netns,
     server_ns: Netns,

@@ -38,6 +38,14 @@ pub enum ServerKind {
         /// ALPN protocol ids, most preferred first.
         alpn: Vec<Vec<u8>>,
     },
+    /// HTTP over TLS with the test CA's leaf ([`crate::http`]): HTTP/2 when ALPN picks `h2`,
+    /// HTTP/1.1 otherwise.
+    Http {
+        /// ALPN protocol ids, most preferred first.
+        alpn: Vec<Vec<u8>>,
+        /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, if limited.
+        max_streams: Option<u32>,
+    },
 }
 
 /// Accepted-connection counters, per listening address.
@@ -203,6 +211,16 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
                             ServerKind::Tls { alpn } => {
                                 let tls = config.tls.with_alpn(&alpn);
                                 tokio::spawn(serve_tls(listener, addr, counter, tls));
+                            }
+                            ServerKind::Http { alpn, max_streams } => {
+                                let options = crate::http::HttpOptions {
+                                    tls: Some(config.tls.with_alpn(&alpn)),
+                                    cleartext_h2: false,
+                                    max_streams,
+                                };
+                                crate::http::serve_counted(listener, options, move || {
+                                    *lock(&counter).entry(addr).or_default() += 1;
+                                });
                             }
                         }
                         Ok(())

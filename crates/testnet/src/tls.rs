@@ -12,9 +12,18 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// The CA certificate and the server configuration that presents the leaf.
+/// A CA made at run time and a leaf it signed: the certificate a client trusts and the
+/// rustls server configuration that presents the leaf. Test networks make one per network;
+/// loopback tests can make their own.
+///
+/// ```
+/// let tls = fastfallback_testnet::TlsMaterial::new(&["h2.test".to_owned()], &[]).unwrap();
+/// let config = tls.with_alpn(&[b"h2".to_vec()]);
+/// assert_eq!(config.alpn_protocols, [b"h2".to_vec()]);
+/// assert!(!tls.ca_der().is_empty());
+/// ```
 #[derive(Debug)]
-pub(crate) struct TlsMaterial {
+pub struct TlsMaterial {
     pub(crate) ca_der: CertificateDer<'static>,
     /// Without ALPN; each TLS server clones it and sets its own ALPN ids.
     pub(crate) server_config: Arc<ServerConfig>,
@@ -23,7 +32,7 @@ pub(crate) struct TlsMaterial {
 impl TlsMaterial {
     /// A new CA, and a leaf signed by it for the DNS names `names` and the IP addresses
     /// `ips`.
-    pub(crate) fn new(names: &[String], ips: &[IpAddr]) -> Result<Self, String> {
+    pub fn new(names: &[String], ips: &[IpAddr]) -> Result<Self, String> {
         fn err(what: &'static str) -> impl Fn(rcgen::Error) -> String {
             move |e| format!("{what}: {e}")
         }
@@ -67,8 +76,13 @@ impl TlsMaterial {
         })
     }
 
+    /// The CA certificate, for a client's root store.
+    pub fn ca_der(&self) -> CertificateDer<'static> {
+        self.ca_der.clone()
+    }
+
     /// The server configuration with these ALPN ids.
-    pub(crate) fn with_alpn(&self, alpn: &[Vec<u8>]) -> Arc<ServerConfig> {
+    pub fn with_alpn(&self, alpn: &[Vec<u8>]) -> Arc<ServerConfig> {
         let mut config = ServerConfig::clone(&self.server_config);
         config.alpn_protocols = alpn.to_vec();
         Arc::new(config)

@@ -1,0 +1,487 @@
+//! One exchange on a pooled (or exclusive) connection: the lease that counts it, the request
+//! it sends and the response body that gives the connection back when it ends.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use fastfallback_proto::{PooledId, Protocol};
+use http::{Request, Response, StatusCode};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::Full;
+
+use super::conn::{Conn, H1Sender};
+use super::{ExchangeError, Origin, Shared};
+use crate::RaceReport;
+use crate::report::Story;
+
+/// One exchange counted against a pooled connection. Dropping it gives the exchange back:
+/// an HTTP/2 stream is freed; an HTTP/1 connection goes back idle if the exchange ended
+/// cleanly, and is closed otherwise.
+pub(crate) struct Lease {
+    shared: Arc<Shared>,
+    id: PooledId,
+    /// The HTTP/1 sender while this exchange holds it.
+    h1: Option<H1Sender>,
+    /// Whether the connection can carry another exchange after this one.
+    reusable: bool,
+}
+
+impl Lease {
+    /// A lease on an exchange the pool already counted against `id`.
+    pub(crate) fn new(shared: Arc<Shared>, id: PooledId) -> Self {
+        Self {
+            shared,
+            id,
+            h1: None,
+            reusable: true,
+        }
+    }
+
+    /// The pooled connection this lease is on.
+    pub(crate) fn id(&self) -> PooledId {
+        self.id
+    }
+
+    /// Hands the lease back without releasing anything: the caller releases `id` itself
+    /// (used under the pool's lock, where dropping a lease would deadlock).
+    pub(crate) fn into_id(mut self) -> PooledId {
+        self.reusable = true;
+        let id = self.id;
+        self.id = PooledId(0);
+        id
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.id.0 != 0 {
+            self.shared.release(self.id, self.h1.take(), self.reusable);
+        }
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease").field("id", &self.id).finish()
+    }
+}
+
+/// Where an exchange's connection lives.
+enum Carrier {
+    /// In the pool: the lease counts the exchange.
+    Pooled(Lease),
+    /// Exclusive: never pooled, closed when the exchange ends.
+    Exclusive(Box<Conn>),
+    /// Moved into the response body.
+    Spent,
+}
+
+/// How this exchange got its connection.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[non_exhaustive]
+pub enum Source {
+    /// A connection already in the pool, found when the call started (no race ran).
+    Pool,
+    /// A connection that entered the pool while this call's race ran (or waited); the race
+    /// ended on it.
+    PooledMidRace,
+    /// A connection made for another host and shared with this one (HTTP/2 coalescing).
+    Coalesced,
+    /// A new connection: this call's race won it.
+    New,
+}
+
+/// A connection ready to carry one exchange to an origin: from the pool, or new. Send the
+/// request with [`Exchange::send`]; the connection goes back to the pool when the response
+/// body ends (or is dropped).
+pub struct Exchange {
+    carrier: Carrier,
+    sender: Sender,
+    origin: Origin,
+    protocol: Protocol,
+    peer: SocketAddr,
+    source: Source,
+    story: Option<Box<Story>>,
+    report: OnceLock<Box<RaceReport>>,
+}
+
+enum Sender {
+    Http1(H1Sender),
+    Http2(h2::client::SendRequest<Bytes>),
+    /// Moved into the response body.
+    Spent,
+}
+
+impl fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Exchange")
+            .field("origin", &self.origin.to_string())
+            .field("protocol", &self.protocol)
+            .field("peer", &self.peer)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Exchange::pooled`] needs to know about the connection.
+pub(crate) struct Parts {
+    pub(crate) protocol: Protocol,
+    pub(crate) peer: SocketAddr,
+    pub(crate) h1: Option<H1Sender>,
+    pub(crate) h2: Option<h2::client::SendRequest<Bytes>>,
+}
+
+impl Exchange {
+    /// An exchange on a pooled connection; `parts` came out of the pool with the lease.
+    pub(crate) fn pooled(
+        mut lease: Lease,
+        parts: Parts,
+        origin: Origin,
+        source: Source,
+        story: Option<Story>,
+    ) -> Result<Self, ExchangeError> {
+        let sender = match (parts.h1, parts.h2) {
+            (Some(h1), _) => Sender::Http1(h1),
+            (None, Some(h2)) => Sender::Http2(h2),
+            (None, None) => {
+                lease.reusable = false;
+                return Err(ExchangeError::Closed);
+            }
+        };
+        Ok(Self {
+            carrier: Carrier::Pooled(lease),
+            sender,
+            origin,
+            protocol: parts.protocol,
+            peer: parts.peer,
+            source,
+            story: story.map(Box::new),
+            report: OnceLock::new(),
+        })
+    }
+
+    /// An exchange on a connection that is never pooled.
+    pub(crate) fn exclusive(mut conn: Conn, origin: Origin, story: Story) -> Self {
+        let protocol = conn.protocol();
+        let sender = match &mut conn.proto {
+            super::conn::Proto::Http1(s) => Sender::Http1(s.take().expect("a new connection")),
+            super::conn::Proto::Http2 { send, .. } => Sender::Http2(send.clone()),
+        };
+        Self {
+            peer: conn.peer,
+            carrier: Carrier::Exclusive(Box::new(conn)),
+            sender,
+            origin,
+            protocol,
+            source: Source::New,
+            story: Some(Box::new(story)),
+            report: OnceLock::new(),
+        }
+    }
+
+    /// The protocol of the connection.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// The address the connection is connected to.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// How the call got this connection.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// Whether the connection existed before this call (pooled or coalesced).
+    pub fn is_reused(&self) -> bool {
+        self.source != Source::New
+    }
+
+    /// The report of the race this call ran, if it ran one (a connection found in the pool
+    /// at the start has none).
+    pub fn report(&self) -> Option<&RaceReport> {
+        let story = self.story.as_ref()?;
+        Some(self.report.get_or_init(|| Box::new(story.report())))
+    }
+
+    /// The pooled connection's id, if it is pooled.
+    pub fn pooled_id(&self) -> Option<PooledId> {
+        match &self.carrier {
+            Carrier::Pooled(l) => Some(l.id),
+            Carrier::Exclusive(_) | Carrier::Spent => None,
+        }
+    }
+
+    /// Sends `request` and waits for the response head. The request's URI may be a path
+    /// (`/index.html`) or absolute; it is sent to this exchange's origin either way, with the
+    /// `host` header (HTTP/1) or `:authority` (HTTP/2) of the origin.
+    ///
+    /// The connection is given back when the returned body ends or is dropped.
+    pub async fn send(mut self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
+        let (mut head, body) = request.into_parts();
+        let path = head
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        match &mut self.sender {
+            Sender::Http1(send) => {
+                head.uri = path.parse().map_err(ExchangeError::invalid)?;
+                if !head.headers.contains_key(http::header::HOST) {
+                    let host = http::HeaderValue::from_str(&self.origin.authority())
+                        .map_err(ExchangeError::invalid)?;
+                    head.headers.insert(http::header::HOST, host);
+                }
+                let request = Request::from_parts(head, Full::new(body));
+                let sent = send.send_request(request).await;
+                let response = match sent {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.spoil();
+                        return Err(ExchangeError::Http1(e));
+                    }
+                };
+                let Sender::Http1(send) = std::mem::replace(&mut self.sender, Sender::Spent) else {
+                    unreachable!("matched above")
+                };
+                let keep = self.keeper(Some(send));
+                Ok(response.map(|b| Body::http1(b, keep)))
+            }
+            Sender::Http2(send) => {
+                head.uri = format!(
+                    "{}://{}{path}",
+                    if self.origin.is_tls() {
+                        "https"
+                    } else {
+                        "http"
+                    },
+                    self.origin.authority()
+                )
+                .parse()
+                .map_err(ExchangeError::invalid)?;
+                let ready = send.clone().ready().await;
+                let mut ready = match ready {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.spoil();
+                        return Err(ExchangeError::Http2(e));
+                    }
+                };
+                let end = body.is_empty();
+                let (response, mut tx) =
+                    match ready.send_request(Request::from_parts(head, ()), end) {
+                        Ok(x) => x,
+                        Err(e) => {
+                            self.spoil();
+                            return Err(ExchangeError::Http2(e));
+                        }
+                    };
+                if !end {
+                    tx.send_data(body, true).map_err(ExchangeError::Http2)?;
+                }
+                let response = response.await.map_err(ExchangeError::Http2)?;
+                if response.status() == StatusCode::MISDIRECTED_REQUEST
+                    && self.source == Source::Coalesced
+                    && let Carrier::Pooled(lease) = &self.carrier
+                {
+                    // RFC 9110 §15.5.20: this connection must not carry this host again.
+                    lease.shared.misdirected(lease.id, &self.origin);
+                }
+                let keep = self.keeper(None);
+                Ok(response.map(|b| Body::http2(b, keep)))
+            }
+            Sender::Spent => Err(ExchangeError::Closed),
+        }
+    }
+
+    /// The connection cannot carry another exchange (an error on it).
+    fn spoil(&mut self) {
+        if let Carrier::Pooled(lease) = &mut self.carrier {
+            lease.reusable = false;
+            lease.shared.no_new_exchanges(lease.id);
+        }
+    }
+
+    /// Moves what keeps the connection counted into the response body.
+    fn keeper(&mut self, h1: Option<H1Sender>) -> Keeper {
+        let carrier = std::mem::replace(&mut self.carrier, Carrier::Spent);
+        match carrier {
+            Carrier::Pooled(mut lease) => {
+                lease.h1 = h1;
+                Keeper::Lease(lease)
+            }
+            Carrier::Exclusive(conn) => Keeper::Exclusive(conn),
+            Carrier::Spent => Keeper::None,
+        }
+    }
+}
+
+/// What keeps a connection counted while a response body is read.
+enum Keeper {
+    Lease(Lease),
+    Exclusive(#[allow(dead_code)] Box<Conn>),
+    None,
+}
+
+/// A response body. It implements [`http_body::Body`]; [`Body::bytes`] collects it.
+///
+/// When it ends, its connection is given back: HTTP/1 goes back to the pool idle (if the
+/// server keeps it alive), an HTTP/2 stream is freed. Dropping it before the end frees an
+/// HTTP/2 stream (the stream is reset) and closes an HTTP/1 connection, whose unread bytes
+/// would otherwise corrupt the next exchange.
+pub struct Body {
+    inner: BodyInner,
+    keep: Keeper,
+}
+
+enum BodyInner {
+    Http1(hyper::body::Incoming),
+    Http2 {
+        stream: h2::RecvStream,
+        data_done: bool,
+    },
+    Done,
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.inner {
+            BodyInner::Http1(_) => "http/1.1",
+            BodyInner::Http2 { .. } => "h2",
+            BodyInner::Done => "done",
+        };
+        f.debug_struct("Body").field("state", &state).finish()
+    }
+}
+
+impl Body {
+    fn http1(body: hyper::body::Incoming, keep: Keeper) -> Self {
+        Self {
+            inner: BodyInner::Http1(body),
+            keep,
+        }
+    }
+
+    fn http2(stream: h2::RecvStream, keep: Keeper) -> Self {
+        Self {
+            inner: BodyInner::Http2 {
+                stream,
+                data_done: false,
+            },
+            keep,
+        }
+    }
+
+    /// Reads the whole body.
+    pub async fn bytes(self) -> Result<Bytes, ExchangeError> {
+        use http_body_util::BodyExt;
+        Ok(self.collect().await?.to_bytes())
+    }
+
+    /// The body ended cleanly: give the connection back for reuse.
+    fn finish(&mut self) {
+        self.inner = BodyInner::Done;
+        self.keep = Keeper::None;
+    }
+
+    /// The body failed: the connection takes no new exchange.
+    fn fail(&mut self) {
+        if let Keeper::Lease(lease) = &mut self.keep {
+            lease.reusable = false;
+            lease.shared.no_new_exchanges(lease.id);
+        }
+        self.finish();
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        // An HTTP/1 response not read to its end leaves bytes on the wire: never reuse it.
+        if matches!(self.inner, BodyInner::Http1(_))
+            && let Keeper::Lease(lease) = &mut self.keep
+        {
+            lease.reusable = false;
+        }
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = ExchangeError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ExchangeError>>> {
+        let this = self.get_mut();
+        match &mut this.inner {
+            BodyInner::Done => Poll::Ready(None),
+            BodyInner::Http1(body) => match Pin::new(body).poll_frame(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(Some(Err(e))) => {
+                    this.fail();
+                    Poll::Ready(Some(Err(ExchangeError::Http1(e))))
+                }
+                Poll::Ready(None) => {
+                    this.finish();
+                    Poll::Ready(None)
+                }
+            },
+            BodyInner::Http2 { stream, data_done } => {
+                if !*data_done {
+                    match stream.poll_data(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Some(Ok(data))) => {
+                            // Reading frees the window for more (RFC 9113 §6.9).
+                            let _ = stream.flow_control().release_capacity(data.len());
+                            return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                        Poll::Ready(Some(Err(e))) => {
+                            this.finish();
+                            return Poll::Ready(Some(Err(ExchangeError::Http2(e))));
+                        }
+                        Poll::Ready(None) => *data_done = true,
+                    }
+                }
+                match stream.poll_trailers(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(Some(trailers))) => {
+                        this.finish();
+                        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+                    }
+                    Poll::Ready(Ok(None)) => {
+                        this.finish();
+                        Poll::Ready(None)
+                    }
+                    Poll::Ready(Err(e)) => {
+                        this.finish();
+                        Poll::Ready(Some(Err(ExchangeError::Http2(e))))
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            BodyInner::Done => true,
+            BodyInner::Http1(b) => b.is_end_stream(),
+            BodyInner::Http2 { stream, .. } => stream.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            BodyInner::Done => SizeHint::with_exact(0),
+            BodyInner::Http1(b) => b.size_hint(),
+            BodyInner::Http2 { .. } => SizeHint::default(),
+        }
+    }
+}

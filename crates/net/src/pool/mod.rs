@@ -1,0 +1,998 @@
+//! [`Pool`]: connection reuse wired into the race.
+//!
+//! An HTTP client asks the pool for an [`Exchange`] to an [`Origin`]. The pool hands out a
+//! pooled connection when one can carry the exchange, else it runs a race. While the race runs
+//! the pool may end it: when a usable connection for the same key (or an HTTP/2 connection
+//! that may be coalesced) enters the pool, the pool reserves a stream on it and sends it to the
+//! race, which ends on it in the same turn (`handle_pooled`) and cancels its attempts. Nothing
+//! polls: the offer is an event.
+//!
+//! # Single flight
+//!
+//! While an origin's protocol is unknown (nothing pooled, nothing remembered) or known to be
+//! HTTP/2, concurrent calls do not race their own connects: the first leads, the others start
+//! their race in [`fastfallback_plan::RacePhase::Waiting`]. When the leader's connection is
+//! HTTP/2 they are all offered a stream on it. Otherwise (HTTP/1, or the leader failed) they
+//! are released with what the leader's race taught route memory, and race at once, starting
+//! with the route that just won.
+//!
+//! # Locking rules
+//!
+//! - All pool state ([`fastfallback_pool::ConnectionPool`], the flights, the protocol memory and
+//!   the races watching for connections) sits under one `std::sync::Mutex`, held only for
+//!   bookkeeping: never across an `.await`, never while verifying a certificate, never while
+//!   dropping a connection (connections, channels and leases taken out under the lock are
+//!   dropped after it is released, see `Locked`).
+//! - Per-connection state stays with the connection: each connection's task owns its socket;
+//!   an HTTP/2 connection's PING handle has its own async lock, taken only outside the pool
+//!   lock.
+//! - A connection's task tells the pool when it ends or learns the peer's stream limit by
+//!   taking the pool lock briefly; it never holds another lock then.
+
+mod conn;
+mod exchange;
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use fastfallback_pool::{ConnectionPool, Flights, Join, PoolConfig, PoolKey, ProtocolMemory};
+use fastfallback_proto::{Alpn, Instant, PooledId, Protocol};
+use fastfallback_route::{Address, AddressError, Host, Lesson, Scheme};
+use rustls::pki_types::{ServerName, UnixTime};
+use tokio::sync::mpsc;
+
+use crate::connector::{Offer, PoolLink, Raced, Watch, now};
+use crate::{ConnectError, Connector};
+use conn::{Conn, H1Sender, Health, Proto};
+pub use exchange::{Body, Exchange, Source};
+use exchange::{Lease, Parts};
+
+pub(crate) use exchange::Lease as PoolLease;
+
+/// An origin an exchange goes to, parsed once: its address and its pool key.
+///
+/// ```
+/// # fn demo(pool: &fastfallback_net::Pool) -> Result<(), Box<dyn std::error::Error>> {
+/// let origin = pool.origin("https://example.com")?;
+/// assert_eq!(origin.to_string(), "https://example.com:443");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Origin {
+    address: Address,
+    key: PoolKey,
+}
+
+impl Origin {
+    /// The address the race connects to.
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// The pool key: connections are shared only between origins with equal keys (and, for
+    /// HTTP/2 coalescing, under the conditions of [`Pool`]).
+    pub fn key(&self) -> &PoolKey {
+        &self.key
+    }
+
+    fn is_tls(&self) -> bool {
+        self.address.is_tls()
+    }
+
+    /// `host:port` as the `host` header and `:authority` carry it.
+    fn authority(&self) -> String {
+        format!("{}:{}", self.address.host(), self.address.port())
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.address, f)
+    }
+}
+
+impl fmt::Debug for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Origin").field(&self.to_string()).finish()
+    }
+}
+
+/// Why an exchange could not be had or could not complete.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ExchangeError {
+    /// The origin is not a valid `http://` or `https://` address.
+    InvalidOrigin(AddressError),
+    /// The race to connect failed; its report is inside.
+    Connect(ConnectError),
+    /// The request could not be sent as given.
+    InvalidRequest(String),
+    /// HTTP/1 failed (handshake, request or response).
+    Http1(hyper::Error),
+    /// HTTP/2 failed (handshake, stream or connection).
+    Http2(h2::Error),
+    /// The connection closed before the exchange could start.
+    Closed,
+}
+
+impl ExchangeError {
+    fn invalid(e: impl fmt::Display) -> Self {
+        Self::InvalidRequest(e.to_string())
+    }
+}
+
+impl fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidOrigin(e) => write!(f, "invalid origin: {e}"),
+            Self::Connect(e) => write!(f, "{e}"),
+            Self::InvalidRequest(e) => write!(f, "invalid request: {e}"),
+            Self::Http1(e) => write!(f, "HTTP/1.1: {e}"),
+            Self::Http2(e) => write!(f, "HTTP/2: {e}"),
+            Self::Closed => f.write_str("the connection closed before the exchange started"),
+        }
+    }
+}
+
+impl std::error::Error for ExchangeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::InvalidOrigin(e) => Some(e),
+            Self::Connect(e) => Some(e),
+            Self::Http1(e) => Some(e),
+            Self::Http2(e) => Some(e),
+            Self::InvalidRequest(_) | Self::Closed => None,
+        }
+    }
+}
+
+/// Pool settings beyond the connector's [`fastfallback_plan::PoolPolicy`] (keep-alive and the
+/// idle limit come from there).
+#[derive(Clone, Copy, Debug)]
+pub struct PoolOptions {
+    /// An HTTP/2 connection unused for this long is pinged before it is handed out again
+    /// (default 10 s; OkHttp checks degraded HTTP/2 connections the same way).
+    pub ping_after_idle: Duration,
+    /// How long that ping may take before the connection is given up (default 1 s).
+    pub ping_timeout: Duration,
+    /// Speak HTTP/2 with prior knowledge on `http://` origins (RFC 9113 §3.3) instead of
+    /// HTTP/1.1 (default off).
+    pub prior_knowledge_h2: bool,
+    /// Concurrent calls to an origin whose protocol is unknown or HTTP/2 wait for one connect
+    /// instead of racing their own (default on).
+    pub single_flight: bool,
+    /// How many origins' protocols are remembered (default 1024).
+    pub protocol_memory: usize,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            ping_after_idle: Duration::from_secs(10),
+            ping_timeout: Duration::from_secs(1),
+            prior_knowledge_h2: false,
+            single_flight: true,
+            protocol_memory: 1024,
+        }
+    }
+}
+
+/// What the pool holds right now.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub struct PoolStats {
+    /// Connections in the pool, in use or idle.
+    pub connections: usize,
+    /// Idle connections that may be handed out.
+    pub idle: usize,
+    /// Races in progress that the pool may end with a pooled connection.
+    pub watching: usize,
+    /// Origins whose first connect is in flight, with calls waiting on it.
+    pub flights: usize,
+}
+
+/// Connection reuse over a [`Connector`]: HTTP/1.1 and HTTP/2, single flight for new origins,
+/// races ended by connections that enter the pool mid-race, HTTP/2 coalescing, and an idle
+/// monitor that closes expired connections without waiting for a call.
+///
+/// Cheap to clone; clones share the connections.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use fastfallback_net::{Connector, Pool};
+///
+/// let pool = Pool::new(Connector::builder().build()?);
+/// let origin = pool.origin("https://example.com")?;
+/// let exchange = pool.exchange(&origin).await?;
+/// println!("{:?} over {:?}", exchange.source(), exchange.protocol());
+/// let response = exchange.send(http::Request::get("/").body(bytes::Bytes::new())?).await?;
+/// let body = response.into_body().bytes().await?;
+/// println!("{} bytes", body.len());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Pool {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("stats", &self.stats())
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Shared {
+    connector: Connector,
+    options: PoolOptions,
+    state: Mutex<State>,
+    monitor: Arc<tokio::sync::Notify>,
+    races: AtomicU64,
+}
+
+struct State {
+    pool: ConnectionPool<Conn>,
+    flights: Flights<u64>,
+    protocols: ProtocolMemory,
+    watchers: Vec<Watcher>,
+    monitor_running: bool,
+}
+
+/// A race in progress that the pool may end with a pooled connection.
+struct Watcher {
+    race: u64,
+    key: PoolKey,
+    offers: mpsc::UnboundedSender<Offer>,
+    /// What the race's DNS answers said so far (A and AAAA), for coalescing.
+    resolved: Vec<IpAddr>,
+}
+
+/// What must be dropped only after the pool lock is released.
+enum Trash {
+    Conn(#[allow(dead_code)] Conn),
+    Watcher(#[allow(dead_code)] Watcher),
+    Offer(#[allow(dead_code)] Offer),
+}
+
+/// The pool lock, with a place for what must be dropped after it (dropping a connection or a
+/// lease under the lock would run code that takes it again).
+struct Locked<'a> {
+    state: Option<MutexGuard<'a, State>>,
+    trash: Vec<Trash>,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.state = None;
+        // `trash` is dropped after this, with the lock released.
+    }
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.state.as_ref().expect("held until drop")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.state.as_mut().expect("held until drop")
+    }
+}
+
+impl Pool {
+    /// A pool over `connector`, with the connector policy's keep-alive and idle limit and
+    /// default [`PoolOptions`].
+    pub fn new(connector: Connector) -> Self {
+        Self::with_options(connector, PoolOptions::default())
+    }
+
+    /// A pool over `connector` with `options`.
+    pub fn with_options(connector: Connector, options: PoolOptions) -> Self {
+        let policy = connector.policy().pool;
+        let config = PoolConfig {
+            keep_alive: policy.keep_alive,
+            max_idle: policy.max_idle,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                connector,
+                options,
+                state: Mutex::new(State {
+                    pool: ConnectionPool::new(config),
+                    flights: Flights::default(),
+                    protocols: ProtocolMemory::new(options.protocol_memory),
+                    watchers: Vec::new(),
+                    monitor_running: false,
+                }),
+                monitor: Arc::new(tokio::sync::Notify::new()),
+                races: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The connector races run on.
+    pub fn connector(&self) -> &Connector {
+        &self.shared.connector
+    }
+
+    /// Parses an `http://` or `https://` origin (a path, if any, is ignored) and computes its
+    /// pool key.
+    pub fn origin(&self, url: &str) -> Result<Origin, ExchangeError> {
+        let address = Address::parse(url).map_err(ExchangeError::InvalidOrigin)?;
+        if address.scheme() == Scheme::Tcp {
+            return Err(ExchangeError::InvalidRequest(format!(
+                "{url:?} is not an http:// or https:// origin"
+            )));
+        }
+        let host = match address.host() {
+            Host::Name(n) => n.clone(),
+            Host::Ip(ip) => ip.to_string(),
+        };
+        let mut key = PoolKey::new(host, address.port(), address.is_tls())
+            .with_tls_config(self.shared.connector.tls_identity());
+        if let Some(proxy) = address.proxy() {
+            key = key.with_proxy(format!("{:?} {}:{}", proxy.kind, proxy.host, proxy.port));
+        }
+        Ok(Origin { address, key })
+    }
+
+    /// A connection that can carry one exchange to `origin`: a pooled one, or the race's new
+    /// one (which is pooled for the next calls).
+    pub async fn exchange(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
+        self.shared.exchange(origin, false).await
+    }
+
+    /// A connection of its own for one exchange to `origin`: never taken from the pool and
+    /// never put in it; closed when the exchange ends.
+    pub async fn exchange_exclusive(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
+        self.shared.exchange(origin, true).await
+    }
+
+    /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
+    pub async fn send(
+        &self,
+        request: http::Request<bytes::Bytes>,
+    ) -> Result<http::Response<Body>, ExchangeError> {
+        let origin = self.origin(&request.uri().to_string())?;
+        self.exchange(&origin).await?.send(request).await
+    }
+
+    /// Closes every idle connection now (OkHttp's `evictAll`). Connections carrying exchanges
+    /// finish them and stay.
+    pub fn evict_all(&self) {
+        let mut st = self.shared.lock();
+        let closed = st.pool.evict_idle();
+        st.trash.extend(closed.into_iter().map(Trash::Conn));
+    }
+
+    /// What the pool holds right now.
+    pub fn stats(&self) -> PoolStats {
+        let st = self.shared.lock();
+        PoolStats {
+            connections: st.pool.len(),
+            idle: st.pool.idle_count(),
+            watching: st.watchers.len(),
+            flights: st.flights.len(),
+        }
+    }
+}
+
+/// A pooled connection checked out under the lock, still to be health-checked outside it.
+struct Checkout {
+    lease: Lease,
+    parts: Parts,
+    /// An HTTP/2 connection to ping first, having sat unused this long.
+    ping: Option<Arc<tokio::sync::Mutex<Option<h2::PingPong>>>>,
+}
+
+/// A call's registration to run a race.
+struct Registration {
+    race: u64,
+    offers: Option<mpsc::UnboundedReceiver<Offer>>,
+    waiting: bool,
+    leads: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            state: Some(self.state.lock().unwrap_or_else(|p| p.into_inner())),
+            trash: Vec::new(),
+        }
+    }
+
+    async fn exchange(
+        self: &Arc<Self>,
+        origin: &Origin,
+        exclusive: bool,
+    ) -> Result<Exchange, ExchangeError> {
+        if exclusive {
+            let registration = self.register(&mut self.lock(), origin, true);
+            return self.connect(origin, registration, true).await;
+        }
+        loop {
+            let found = {
+                let mut st = self.lock();
+                match self.checkout(&mut st, &origin.key) {
+                    Some(c) => Ok(c),
+                    None => Err(self.register(&mut st, origin, false)),
+                }
+            };
+            match found {
+                Ok(checkout) => {
+                    if let Some(ex) = self.verify(checkout, origin, Source::Pool).await {
+                        return Ok(ex);
+                    }
+                }
+                Err(registration) => return self.connect(origin, registration, false).await,
+            }
+        }
+    }
+
+    /// Takes a usable pooled connection for `key`, if there is one; connections found dead
+    /// on the way are closed.
+    fn checkout(self: &Arc<Self>, st: &mut Locked<'_>, key: &PoolKey) -> Option<Checkout> {
+        let t = now();
+        loop {
+            let id = st.pool.acquire(key, t)?;
+            let lease = Lease::new(Arc::clone(self), id);
+            if let Some(c) = self.take_parts(st, lease, t) {
+                return Some(c);
+            }
+        }
+    }
+
+    /// What an exchange under `lease` needs; `None` if the connection turned out dead (it is
+    /// then closed, and the lease dropped after the lock).
+    fn take_parts(&self, st: &mut Locked<'_>, lease: Lease, t: Instant) -> Option<Checkout> {
+        let id = lease.id();
+        let idle_for = st.pool.idle_since(id).map(|since| t - since);
+        let single = st.pool.allocations(id) == Some(1);
+        let ping_after = self.options.ping_after_idle;
+        let dead = st.pool.get(id).is_none_or(|conn| {
+            conn.health.is_closed()
+                || match &conn.proto {
+                    Proto::Http1(Some(s)) => s.is_closed(),
+                    Proto::Http1(None) => true,
+                    Proto::Http2 { .. } => false,
+                }
+        });
+        if dead {
+            if let Some(c) = st.pool.remove(id) {
+                st.trash.push(Trash::Conn(c));
+            }
+            st.trash.push(Trash::Offer(Offer::Pooled(lease)));
+            return None;
+        }
+        let conn = st.pool.get_mut(id)?;
+        let peer = conn.peer;
+        let (parts, ping) = match &mut conn.proto {
+            Proto::Http1(s) => (
+                Parts {
+                    protocol: Protocol::Http11,
+                    peer,
+                    h1: s.take(),
+                    h2: None,
+                },
+                None,
+            ),
+            Proto::Http2 { send, ping } => {
+                let stale = single && idle_for.is_some_and(|d| d >= ping_after);
+                (
+                    Parts {
+                        protocol: Protocol::Http2,
+                        peer,
+                        h1: None,
+                        h2: Some(send.clone()),
+                    },
+                    stale.then(|| Arc::clone(ping)),
+                )
+            }
+        };
+        Some(Checkout { lease, parts, ping })
+    }
+
+    /// Health checks that need I/O, outside the lock: an HTTP/1 sender must be ready, an HTTP/2
+    /// connection idle past the threshold must answer a PING. Returns the exchange, or `None`
+    /// after closing a connection that failed.
+    async fn verify(
+        self: &Arc<Self>,
+        mut c: Checkout,
+        origin: &Origin,
+        source: Source,
+    ) -> Option<Exchange> {
+        if let Some(h1) = &mut c.parts.h1
+            && !h1.is_ready()
+            && h1.ready().await.is_err()
+        {
+            self.no_new_exchanges(c.lease.id());
+            c.parts.h1 = None;
+            drop(c.lease);
+            return None;
+        }
+        if let Some(ping) = c.ping.take() {
+            let answered = tokio::time::timeout(self.options.ping_timeout, async {
+                let mut pp = ping.lock().await;
+                match pp.as_mut() {
+                    Some(pp) => pp.ping(h2::Ping::opaque()).await.is_ok(),
+                    None => false,
+                }
+            })
+            .await
+            .unwrap_or(false);
+            if !answered {
+                self.no_new_exchanges(c.lease.id());
+                drop(c.lease);
+                return None;
+            }
+        }
+        Exchange::pooled(c.lease, c.parts, origin.clone(), source, None).ok()
+    }
+
+    /// Registers a call that must race: single flight (lead or follow) and watching for
+    /// connections that enter the pool.
+    fn register(&self, st: &mut Locked<'_>, origin: &Origin, exclusive: bool) -> Registration {
+        let race = self.races.fetch_add(1, Ordering::Relaxed);
+        if exclusive {
+            return Registration {
+                race,
+                offers: None,
+                waiting: false,
+                leads: false,
+            };
+        }
+        let shared_protocol = st.protocols.get(&origin.key) != Some(Protocol::Http11);
+        let join = (self.options.single_flight && shared_protocol)
+            .then(|| st.flights.join(&origin.key, || race));
+        let (tx, rx) = mpsc::unbounded_channel();
+        st.watchers.push(Watcher {
+            race,
+            key: origin.key.clone(),
+            offers: tx,
+            resolved: Vec::new(),
+        });
+        Registration {
+            race,
+            offers: Some(rx),
+            waiting: join == Some(Join::Follow),
+            leads: join == Some(Join::Lead),
+        }
+    }
+
+    /// Runs the race for a registered call, and pools what it won.
+    async fn connect(
+        self: &Arc<Self>,
+        origin: &Origin,
+        reg: Registration,
+        exclusive: bool,
+    ) -> Result<Exchange, ExchangeError> {
+        let mut guard = RaceGuard {
+            shared: Arc::clone(self),
+            race: reg.race,
+            leads: reg.leads.then(|| origin.key.clone()),
+        };
+        let (tx, rx) = match reg.offers {
+            Some(rx) => (None, rx),
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (Some(tx), rx)
+            }
+        };
+        let link = PoolLink {
+            waiting: reg.waiting,
+            offers: rx,
+            watch: (!exclusive).then(|| {
+                Arc::new(WatchHandle {
+                    shared: Arc::downgrade(self),
+                    race: reg.race,
+                }) as Arc<dyn Watch>
+            }),
+        };
+        let end = self
+            .connector
+            .race_for_pool(origin.address.clone(), link)
+            .await;
+        drop(tx);
+        match end.result {
+            Err(e) => {
+                guard.finish(&end.lessons);
+                Err(ExchangeError::Connect(e))
+            }
+            Ok(Raced::Pooled { lease, story }) => {
+                guard.finish(&end.lessons);
+                let checkout = {
+                    let mut st = self.lock();
+                    let coalesced = st.pool.key(lease.id()).is_some_and(|k| *k != origin.key);
+                    let source = if coalesced {
+                        Source::Coalesced
+                    } else {
+                        Source::PooledMidRace
+                    };
+                    // Just offered: no health ping.
+                    self.take_parts(&mut st, lease, now()).map(|mut c| {
+                        c.ping = None;
+                        (c, source)
+                    })
+                };
+                let (c, source) = checkout.ok_or(ExchangeError::Closed)?;
+                Exchange::pooled(c.lease, c.parts, origin.clone(), source, Some(story))
+            }
+            Ok(Raced::Connected(conn)) => {
+                let (stream, peer, alpn, story) = conn.into_raw();
+                let protocol = match (alpn, origin.is_tls()) {
+                    (Some(Alpn::H2), true) => Protocol::Http2,
+                    (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
+                    _ => Protocol::Http11,
+                };
+                let conn = match Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        guard.finish(&end.lessons);
+                        return Err(e);
+                    }
+                };
+                if exclusive {
+                    guard.finish(&end.lessons);
+                    return Ok(Exchange::exclusive(conn, origin.clone(), story));
+                }
+                let (id, parts) = self.put(origin, conn, &mut guard, &end.lessons);
+                let ex = Exchange::pooled(
+                    Lease::new(Arc::clone(self), id),
+                    parts,
+                    origin.clone(),
+                    Source::New,
+                    Some(story),
+                );
+                self.offer_coalescing(id);
+                ex
+            }
+        }
+    }
+
+    /// Pools a new connection with one exchange counted for the caller, offers its spare
+    /// capacity to the races watching for its key, and lands the caller's flight.
+    fn put(
+        self: &Arc<Self>,
+        origin: &Origin,
+        mut conn: Conn,
+        guard: &mut RaceGuard,
+        lessons: &[Lesson],
+    ) -> (PooledId, Parts) {
+        let t = now();
+        let protocol = conn.protocol();
+        let peer = conn.peer;
+        let parts = match &mut conn.proto {
+            Proto::Http1(s) => Parts {
+                protocol,
+                peer,
+                h1: s.take(),
+                h2: None,
+            },
+            Proto::Http2 { send, .. } => Parts {
+                protocol,
+                peer,
+                h1: None,
+                h2: Some(send.clone()),
+            },
+        };
+        let health = Arc::clone(&conn.health);
+        let mut st = self.lock();
+        guard.unwatch(&mut st);
+        let max = health.max_streams().unwrap_or(0);
+        let id = st.pool.insert(origin.key.clone(), conn, protocol, max, t);
+        health.set_id(id);
+        st.pool.set_peer(id, peer);
+        st.pool.acquire_id(id);
+        st.protocols.remember(&origin.key, protocol);
+        self.offer_capacity(&mut st, id);
+        guard.land(&mut st, lessons);
+        if !st.monitor_running {
+            st.monitor_running = self.start_monitor();
+        }
+        self.monitor.notify_one();
+        (id, parts)
+    }
+
+    /// Offers free exchanges on `id` to the races watching for its key, one each.
+    fn offer_capacity(self: &Arc<Self>, st: &mut Locked<'_>, id: PooledId) {
+        let Some(key) = st.pool.key(id).cloned() else {
+            return;
+        };
+        let mut i = 0;
+        while i < st.watchers.len() {
+            if st.watchers[i].key != key {
+                i += 1;
+                continue;
+            }
+            if !st.pool.acquire_id(id) {
+                return;
+            }
+            let w = st.watchers.swap_remove(i);
+            self.send_offer(st, w, id);
+        }
+    }
+
+    /// Sends a reservation on `id` to watcher `w` (already removed from the list). If the race
+    /// is gone the reservation is undone at once.
+    fn send_offer(self: &Arc<Self>, st: &mut Locked<'_>, w: Watcher, id: PooledId) {
+        let lease = Lease::new(Arc::clone(self), id);
+        if let Err(mpsc::error::SendError(Offer::Pooled(lease))) =
+            w.offers.send(Offer::Pooled(lease))
+        {
+            let id = lease.into_id();
+            self.release_locked(st, id, None, true);
+        }
+        st.trash.push(Trash::Watcher(w));
+    }
+
+    /// Offers HTTP/2 connection `id` to the races of other hosts it may be coalesced for.
+    /// Certificates are checked outside the lock, then the offer is made under it.
+    fn offer_coalescing(self: &Arc<Self>, id: PooledId) {
+        let candidates: Vec<(u64, PoolKey, Vec<IpAddr>)> = {
+            let st = self.lock();
+            st.watchers
+                .iter()
+                .filter(|w| !w.resolved.is_empty())
+                .map(|w| (w.race, w.key.clone(), w.resolved.clone()))
+                .collect()
+        };
+        for (race, key, resolved) in candidates {
+            let usable = {
+                let st = self.lock();
+                st.pool
+                    .coalescing_candidates(&key, &resolved)
+                    .any(|c| c == id)
+            };
+            if usable && self.covers(id, &key.host) {
+                self.offer_to(race, id);
+            }
+        }
+    }
+
+    /// Whether connection `id`'s certificate covers `host`, asked of the connector's own
+    /// verifier (the chain and the name, as a handshake for `host` would check them).
+    fn covers(&self, id: PooledId, host: &str) -> bool {
+        let Some(verifier) = self.connector.verifier() else {
+            return false;
+        };
+        let certs = {
+            let st = self.lock();
+            st.pool.get(id).and_then(|c| c.certs.clone())
+        };
+        let (Some(certs), Ok(name)) = (certs, ServerName::try_from(host.to_owned())) else {
+            return false;
+        };
+        let Some((leaf, intermediates)) = certs.split_first() else {
+            return false;
+        };
+        verifier
+            .verify_server_cert(leaf, intermediates, &name, &[], UnixTime::now())
+            .is_ok()
+    }
+
+    /// Offers one exchange on `id` to race `race`, if it still watches and `id` has room.
+    fn offer_to(self: &Arc<Self>, race: u64, id: PooledId) {
+        let mut st = self.lock();
+        let Some(i) = st.watchers.iter().position(|w| w.race == race) else {
+            return;
+        };
+        if !st.pool.acquire_id(id) {
+            return;
+        }
+        let w = st.watchers.swap_remove(i);
+        self.send_offer(&mut st, w, id);
+    }
+
+    /// A race learned addresses of its host: store them, and offer a pooled HTTP/2 connection
+    /// it may be coalesced onto (§3.7: peer IP among the resolved addresses, same port, no
+    /// proxy, accepting exchanges, certificate covering the host).
+    fn resolved(self: &Arc<Self>, race: u64, addresses: &[IpAddr]) {
+        let (key, candidates) = {
+            let mut st = self.lock();
+            let Some(w) = st.watchers.iter_mut().find(|w| w.race == race) else {
+                return;
+            };
+            for a in addresses {
+                if !w.resolved.contains(a) {
+                    w.resolved.push(*a);
+                }
+            }
+            let (key, resolved) = (w.key.clone(), w.resolved.clone());
+            let candidates: Vec<PooledId> =
+                st.pool.coalescing_candidates(&key, &resolved).collect();
+            (key, candidates)
+        };
+        for id in candidates {
+            if self.covers(id, &key.host) {
+                self.offer_to(race, id);
+                return;
+            }
+        }
+    }
+
+    /// Ends one exchange on `id`. `h1` is the HTTP/1 sender the exchange held; `reusable`
+    /// says whether the connection may carry another exchange.
+    fn release(self: &Arc<Self>, id: PooledId, h1: Option<H1Sender>, reusable: bool) {
+        let mut st = self.lock();
+        self.release_locked(&mut st, id, h1, reusable);
+    }
+
+    fn release_locked(
+        self: &Arc<Self>,
+        st: &mut Locked<'_>,
+        id: PooledId,
+        h1: Option<H1Sender>,
+        reusable: bool,
+    ) {
+        let Some(conn) = st.pool.get_mut(id) else {
+            return;
+        };
+        let healthy = reusable && !conn.health.is_closed();
+        if let Proto::Http1(slot) = &mut conn.proto {
+            match h1 {
+                Some(s) if healthy && !s.is_closed() => *slot = Some(s),
+                // The sender stayed in the pool (an offer that was not taken).
+                None if healthy && slot.is_some() => {}
+                _ => {
+                    if let Some(c) = st.pool.remove(id) {
+                        st.trash.push(Trash::Conn(c));
+                    }
+                    return;
+                }
+            }
+        } else if !healthy {
+            st.pool.mark_no_new_exchanges(id);
+        }
+        if let fastfallback_pool::Release::Close(c) = st.pool.release(id, now()) {
+            st.trash.push(Trash::Conn(c));
+            return;
+        }
+        self.offer_capacity(st, id);
+        if st.pool.allocations(id) == Some(0) {
+            // An idle connection: the monitor may have to close it later.
+            self.monitor.notify_one();
+        }
+    }
+
+    /// Connection `id` takes no new exchange (an error on it, a GOAWAY).
+    fn no_new_exchanges(&self, id: PooledId) {
+        let mut st = self.lock();
+        st.pool.mark_no_new_exchanges(id);
+    }
+
+    /// A 421 answered over coalesced connection `id`: never use it for that host again.
+    fn misdirected(&self, id: PooledId, origin: &Origin) {
+        let mut st = self.lock();
+        st.pool.forbid_coalescing(id, &origin.key.host);
+    }
+
+    /// A connection's task ended: it takes no new exchange and is closed once idle.
+    fn connection_ended(&self, health: &Health) {
+        let mut st = self.lock();
+        if let Some(id) = health.id() {
+            st.pool.mark_no_new_exchanges(id);
+            if st.pool.allocations(id) == Some(0)
+                && let Some(c) = st.pool.remove(id)
+            {
+                st.trash.push(Trash::Conn(c));
+            }
+        }
+    }
+
+    /// An HTTP/2 peer's SETTINGS arrived: its stream limit replaces the provisional one.
+    fn settings_known(self: &Arc<Self>, health: &Health) {
+        let mut st = self.lock();
+        if let (Some(id), Some(max)) = (health.id(), health.max_streams()) {
+            st.pool.set_max_streams(id, max);
+            self.offer_capacity(&mut st, id);
+        }
+    }
+
+    /// Starts the idle monitor if a runtime is there; returns whether it runs.
+    fn start_monitor(self: &Arc<Self>) -> bool {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return false;
+        }
+        let weak = Arc::downgrade(self);
+        let wake = Arc::clone(&self.monitor);
+        tokio::spawn(idle_monitor(weak, wake));
+        true
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Wakes the idle monitor so it sees the pool is gone and stops.
+        self.monitor.notify_one();
+    }
+}
+
+/// Apache HttpClient's idle connection monitor: closes connections whose keep-alive ran out
+/// (and idle ones beyond the limit) at the time cleanup says, without waiting for a call.
+async fn idle_monitor(pool: Weak<Shared>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let next = {
+            let Some(shared) = pool.upgrade() else {
+                return;
+            };
+            let mut st = shared.lock();
+            let c = st.pool.cleanup(now());
+            st.trash.extend(c.closed.into_iter().map(Trash::Conn));
+            if c.next_run.is_none() {
+                st.monitor_running = false;
+                return;
+            }
+            c.next_run
+        };
+        match next {
+            Some(Duration::ZERO) => {}
+            Some(d) => {
+                let _ = tokio::time::timeout(d, wake.notified()).await;
+            }
+            None => return,
+        }
+    }
+}
+
+/// Unregisters a call's race from the pool when it ends or is dropped, and lands the flight
+/// it led (its followers are released to race on their own).
+struct RaceGuard {
+    shared: Arc<Shared>,
+    race: u64,
+    leads: Option<PoolKey>,
+}
+
+impl RaceGuard {
+    fn unwatch(&self, st: &mut Locked<'_>) {
+        if let Some(i) = st.watchers.iter().position(|w| w.race == self.race) {
+            let w = st.watchers.swap_remove(i);
+            st.trash.push(Trash::Watcher(w));
+        }
+    }
+
+    /// Ends the flight this call led: followers still waiting get `lessons` and race.
+    fn land(&mut self, st: &mut Locked<'_>, lessons: &[Lesson]) {
+        let Some(key) = self.leads.take() else {
+            return;
+        };
+        for follower in st.flights.land(&key) {
+            if let Some(w) = st.watchers.iter().find(|w| w.race == follower) {
+                let _ = w.offers.send(Offer::Release(lessons.to_vec()));
+            }
+        }
+    }
+
+    fn finish(&mut self, lessons: &[Lesson]) {
+        let shared = Arc::clone(&self.shared);
+        let mut st = shared.lock();
+        self.unwatch(&mut st);
+        self.land(&mut st, lessons);
+    }
+}
+
+impl Drop for RaceGuard {
+    fn drop(&mut self) {
+        self.finish(&[]);
+    }
+}
+
+/// The race's window on the pool: it reports what it resolved.
+struct WatchHandle {
+    shared: Weak<Shared>,
+    race: u64,
+}
+
+impl Watch for WatchHandle {
+    fn resolved(&self, addresses: &[IpAddr]) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.resolved(self.race, addresses);
+        }
+    }
+}

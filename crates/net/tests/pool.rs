@@ -1,0 +1,559 @@
+//! The pool against real servers on loopback: hyper's HTTP/1.1 server and the h2 crate's
+//! HTTP/2 server, over TLS with ALPN (and cleartext prior-knowledge h2). No root needed.
+//!
+//! Names are pinned with a [`StaticResolver`]; certificates come from a CA made at run time.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fastfallback_net::{
+    Connectivity, Connector, ExchangeError, FallbackPolicy, Pool, PoolOptions, Source,
+    StaticResolver,
+};
+use fastfallback_plan::PoolPolicy;
+use fastfallback_proto::Protocol;
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
+use rustls::RootCertStore;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const V4: &str = "127.0.0.1";
+const V6: &str = "::1";
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+const H2: &[u8] = b"h2";
+const H1: &[u8] = b"http/1.1";
+
+/// A test origin: servers on one port of the given loopback addresses, a CA and a
+/// connector that trusts it, with `names` resolving to `resolves` (per name).
+struct Setup {
+    port: u16,
+    tls: TlsMaterial,
+    resolver: StaticResolver,
+}
+
+impl Setup {
+    /// A CA whose leaf covers `cert_names`.
+    fn new(cert_names: &[&str]) -> Self {
+        let names: Vec<String> = cert_names.iter().map(|s| (*s).to_owned()).collect();
+        Self {
+            port: 0,
+            tls: TlsMaterial::new(&names, &[]).unwrap(),
+            resolver: StaticResolver::new(),
+        }
+    }
+
+    fn resolve(mut self, name: &str, to: &[&str]) -> Self {
+        self.resolver = self.resolver.with(name, to.iter().map(|s| ip(s)));
+        self
+    }
+
+    /// Listens on one free port of each of `on`, serving HTTP over TLS with `alpn`.
+    async fn serve(
+        &mut self,
+        on: &[&str],
+        alpn: &[&[u8]],
+        max_streams: Option<u32>,
+    ) -> Vec<Arc<HttpStats>> {
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|a| a.to_vec()).collect();
+        let listeners = listen(on).await;
+        self.port = listeners[0].local_addr().unwrap().port();
+        listeners
+            .into_iter()
+            .map(|l| {
+                serve(
+                    l,
+                    HttpOptions {
+                        tls: Some(self.tls.with_alpn(&alpn)),
+                        cleartext_h2: false,
+                        max_streams,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn connector(&self, policy: FallbackPolicy) -> Connector {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.tls.ca_der()).unwrap();
+        Connector::builder()
+            .connectivity(Connectivity::DUAL_STACK)
+            .resolver(self.resolver.clone())
+            .root_certificates(roots)
+            .policy(policy)
+            .rng_seed(0)
+            .build()
+            .unwrap()
+    }
+
+    fn pool(&self) -> Pool {
+        Pool::new(self.connector(FallbackPolicy::default()))
+    }
+
+    fn url(&self, host: &str) -> String {
+        format!("https://{host}:{}", self.port)
+    }
+}
+
+/// Listeners on one port free on every address of `on`.
+async fn listen(on: &[&str]) -> Vec<TcpListener> {
+    'search: for _ in 0..50 {
+        let probe = std::net::TcpListener::bind((ip(V4), 0)).unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let mut listeners = Vec::new();
+        for host in on {
+            match TcpListener::bind(SocketAddr::new(ip(host), port)).await {
+                Ok(l) => listeners.push(l),
+                Err(_) => continue 'search,
+            }
+        }
+        return listeners;
+    }
+    panic!("no port free on every loopback address asked for");
+}
+
+fn get(path: &str) -> http::Request<Bytes> {
+    http::Request::get(path).body(Bytes::new()).unwrap()
+}
+
+/// Sends `GET path` on a new exchange and reads the whole response: (status, x-conn, body,
+/// source).
+async fn fetch(pool: &Pool, url: &str, path: &str) -> (u16, String, Bytes, Source) {
+    let origin = pool.origin(url).unwrap();
+    let exchange = pool.exchange(&origin).await.unwrap();
+    let source = exchange.source();
+    let response = exchange.send(get(path)).await.unwrap();
+    let status = response.status().as_u16();
+    let conn = response.headers()["x-conn"].to_str().unwrap().to_owned();
+    let body = response.into_body().bytes().await.unwrap();
+    (status, conn, body, source)
+}
+
+#[tokio::test]
+async fn http1_connection_is_reused_after_the_response_is_read() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    let first = fetch(&pool, &url, "/").await;
+    let second = fetch(&pool, &url, "/").await;
+
+    assert_eq!(
+        (first.0, first.2.as_ref(), first.3),
+        (200, &b"ok"[..], Source::New)
+    );
+    assert_eq!(second.3, Source::Pool);
+    assert_eq!(first.1, second.1, "same server connection");
+    assert_eq!(stats[0].connections(), 1);
+    assert_eq!(pool.stats().connections, 1);
+    assert_eq!(pool.stats().idle, 1);
+}
+
+#[tokio::test]
+async fn http1_body_dropped_before_its_end_closes_the_connection() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+
+    let exchange = pool.exchange(&origin).await.unwrap();
+    let response = exchange.send(get("/bytes/1000000")).await.unwrap();
+    drop(response);
+    assert_eq!(pool.stats().connections, 0, "closed, not pooled");
+
+    let (_, _, _, source) = fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!(source, Source::New);
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn http1_connection_close_response_is_not_reused() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    let first = fetch(&pool, &url, "/close").await;
+    let second = fetch(&pool, &url, "/").await;
+
+    assert_eq!(first.3, Source::New);
+    assert_eq!(second.3, Source::New);
+    assert_ne!(first.1, second.1);
+    assert_eq!(stats[0].connections(), 2);
+}
+
+/// A raw HTTP/1.1 server: answers one request, then writes stray bytes on the idle
+/// connection. A pool must not hand that connection out again.
+#[tokio::test]
+async fn idle_http1_connection_with_stray_bytes_is_not_reused() {
+    let listener = listen(&[V4]).await.remove(0);
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = s.write_all(b"stray bytes").await;
+                let _ = s.read(&mut buf).await;
+            });
+        }
+    });
+    let resolver = StaticResolver::new().with("raw.test", [ip(V4)]);
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(resolver)
+        .build()
+        .unwrap();
+    let pool = Pool::new(connector);
+    let url = format!("http://raw.test:{port}");
+
+    let first = fetch_plain(&pool, &url).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = fetch_plain(&pool, &url).await;
+
+    assert_eq!(first, (200, Source::New));
+    assert_eq!(
+        second,
+        (200, Source::New),
+        "the unhealthy idle connection was skipped"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+async fn fetch_plain(pool: &Pool, url: &str) -> (u16, Source) {
+    let origin = pool.origin(url).unwrap();
+    let exchange = pool.exchange(&origin).await.unwrap();
+    let source = exchange.source();
+    let response = exchange.send(get("/")).await.unwrap();
+    let status = response.status().as_u16();
+    response.into_body().bytes().await.unwrap();
+    (status, source)
+}
+
+#[tokio::test]
+async fn hundred_concurrent_calls_to_a_new_h2_origin_open_one_connection() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2, H1], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    let calls = (0..100).map(|_| {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { fetch(&pool, &url, "/").await })
+    });
+    let results = futures::future::join_all(calls).await;
+
+    let mut sources = std::collections::BTreeMap::new();
+    for r in results {
+        let (status, conn, body, source) = r.unwrap();
+        assert_eq!(
+            (status, conn.as_str(), body.as_ref()),
+            (200, "1", &b"ok"[..])
+        );
+        *sources.entry(format!("{source:?}")).or_insert(0) += 1;
+    }
+    assert_eq!(stats[0].connections(), 1, "exactly one TCP+TLS connection");
+    assert_eq!(sources.get("New"), Some(&1));
+    assert_eq!(sources.values().sum::<i32>(), 100);
+    assert_eq!(pool.stats().connections, 1);
+    assert_eq!((pool.stats().watching, pool.stats().flights), (0, 0));
+}
+
+#[tokio::test]
+async fn h2_stream_limit_follows_the_peers_settings() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], Some(2)).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    fetch(&pool, &url, "/").await;
+    // The SETTINGS frame is read with the answer to the pool's first PING.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let calls = (0..3).map(|_| {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { fetch(&pool, &url, "/sleep/200").await })
+    });
+    let results = futures::future::join_all(calls).await;
+
+    let conns: std::collections::BTreeSet<String> =
+        results.into_iter().map(|r| r.unwrap().1).collect();
+    assert_eq!(
+        conns.len(),
+        2,
+        "two streams fit on the first connection, the third needs a second"
+    );
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn exclusive_exchange_is_never_pooled() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+
+    let exclusive = pool.exchange_exclusive(&origin).await.unwrap();
+    assert_eq!(
+        (exclusive.source(), exclusive.pooled_id()),
+        (Source::New, None)
+    );
+    assert_eq!(pool.stats().connections, 0);
+    let body = exclusive
+        .send(get("/"))
+        .await
+        .unwrap()
+        .into_body()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(body.as_ref(), b"ok");
+
+    let (_, _, _, source) = fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!(
+        source,
+        Source::New,
+        "the exclusive connection was not offered"
+    );
+    assert_eq!(stats[0].connections(), 2);
+    // The exclusive connection is closed once its exchange ended.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(stats[0].open(), 1);
+}
+
+#[tokio::test]
+async fn idle_monitor_closes_expired_connections_without_a_call() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let policy = FallbackPolicy::builder()
+        .pool(PoolPolicy {
+            keep_alive: Duration::from_millis(100),
+            ..PoolPolicy::default()
+        })
+        .build()
+        .unwrap();
+    let pool = Pool::new(setup.connector(policy));
+    fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!(pool.stats().idle, 1);
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    assert_eq!(pool.stats().connections, 0);
+    assert_eq!(stats[0].open(), 0, "the server saw the connection close");
+}
+
+#[tokio::test]
+async fn evict_all_closes_idle_connections() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!(stats[0].open(), 1);
+
+    pool.evict_all();
+
+    assert_eq!(pool.stats().connections, 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(stats[0].open(), 0);
+}
+
+#[tokio::test]
+async fn h2_connection_is_coalesced_for_a_host_its_certificate_covers() {
+    let mut setup = Setup::new(&["a.test", "b.test"])
+        .resolve("a.test", &[V4])
+        .resolve("b.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+
+    let a = fetch(&pool, &setup.url("a.test"), "/").await;
+    let origin_b = pool.origin(&setup.url("b.test")).unwrap();
+    let b = pool.exchange(&origin_b).await.unwrap();
+    assert_eq!(b.source(), Source::Coalesced);
+    let response = b.send(get("/")).await.unwrap();
+    let host = response.headers()["x-host"].to_str().unwrap().to_owned();
+
+    assert_eq!(a.3, Source::New);
+    assert_eq!(
+        host,
+        format!("b.test:{}", setup.port),
+        "sent with b's authority"
+    );
+    assert_eq!(stats[0].connections(), 1);
+}
+
+#[tokio::test]
+async fn certificate_not_covering_the_host_is_never_coalesced() {
+    // The leaf covers a.test only; b.test resolves to the same address and port.
+    let mut setup = Setup::new(&["a.test"])
+        .resolve("a.test", &[V4])
+        .resolve("b.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    fetch(&pool, &setup.url("a.test"), "/").await;
+
+    let origin_b = pool.origin(&setup.url("b.test")).unwrap();
+    let b = pool.exchange(&origin_b).await;
+
+    // b ran its own race, and its own handshake rejected the certificate.
+    match b {
+        Err(ExchangeError::Connect(e)) => {
+            let text = e.to_string();
+            assert!(text.contains("certificate"), "{text}");
+        }
+        other => panic!("expected b's own connect to fail on the certificate: {other:?}"),
+    }
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn address_the_host_did_not_resolve_to_is_never_coalesced() {
+    // The certificate covers both names, but b.test resolves only to ::1 while a's
+    // connection goes to 127.0.0.1.
+    let mut setup = Setup::new(&["a.test", "b.test"])
+        .resolve("a.test", &[V4])
+        .resolve("b.test", &[V6]);
+    let stats = setup.serve(&[V4, V6], &[H2], None).await;
+    let pool = setup.pool();
+    fetch(&pool, &setup.url("a.test"), "/").await;
+
+    let b = fetch(&pool, &setup.url("b.test"), "/").await;
+
+    assert_eq!(b.3, Source::New);
+    assert_eq!((stats[0].connections(), stats[1].connections()), (1, 1));
+}
+
+#[tokio::test]
+async fn misdirected_request_stops_coalescing_that_host() {
+    let mut setup = Setup::new(&["a.test", "b.test"])
+        .resolve("a.test", &[V4])
+        .resolve("b.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    fetch(&pool, &setup.url("a.test"), "/").await;
+
+    let refused = fetch(&pool, &setup.url("b.test"), "/status/421").await;
+    let after = fetch(&pool, &setup.url("b.test"), "/").await;
+
+    assert_eq!((refused.0, refused.3), (421, Source::Coalesced));
+    assert_eq!(after.3, Source::New, "b got a connection of its own");
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn prior_knowledge_h2_on_cleartext() {
+    let listener = listen(&[V4]).await.remove(0);
+    let port = listener.local_addr().unwrap().port();
+    let stats = serve(
+        listener,
+        HttpOptions {
+            tls: None,
+            cleartext_h2: true,
+            max_streams: None,
+        },
+    );
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("plain.test", [ip(V4)]))
+        .build()
+        .unwrap();
+    let options = PoolOptions {
+        prior_knowledge_h2: true,
+        ..PoolOptions::default()
+    };
+    let pool = Pool::with_options(connector, options);
+    let origin = pool.origin(&format!("http://plain.test:{port}")).unwrap();
+
+    let first = pool.exchange(&origin).await.unwrap();
+    assert_eq!(first.protocol(), Protocol::Http2);
+    let second = pool.exchange(&origin).await.unwrap();
+
+    assert_eq!(
+        second.source(),
+        Source::Pool,
+        "an h2 connection carries both at once"
+    );
+    let r1 = first.send(get("/")).await.unwrap();
+    let r2 = second.send(get("/")).await.unwrap();
+    assert_eq!((r1.status().as_u16(), r2.status().as_u16()), (200, 200));
+    assert_eq!(stats.connections(), 1);
+}
+
+#[tokio::test]
+async fn http1_waiters_race_at_once_when_the_first_connect_speaks_http1() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    let calls = (0..5).map(|_| {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { fetch(&pool, &url, "/sleep/100").await })
+    });
+    let results = futures::future::join_all(calls).await;
+
+    for r in results {
+        assert_eq!(r.unwrap().0, 200);
+    }
+    assert_eq!(
+        stats[0].connections(),
+        5,
+        "HTTP/1 carries one exchange at a time"
+    );
+    assert_eq!(pool.stats().connections, 5);
+    assert_eq!((pool.stats().watching, pool.stats().flights), (0, 0));
+}
+
+#[tokio::test]
+async fn dropped_waiting_call_leaves_nothing_registered() {
+    // A server that accepts and never answers the TLS handshake: the leader hangs.
+    let listener = listen(&[V4]).await.remove(0);
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let pool = setup.pool();
+    let origin = pool.origin(&format!("https://a.test:{port}")).unwrap();
+
+    let leader = tokio::spawn({
+        let (pool, origin) = (pool.clone(), origin.clone());
+        async move { pool.exchange(&origin).await.map(|_| ()) }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let follower = tokio::spawn({
+        let (pool, origin) = (pool.clone(), origin.clone());
+        async move { pool.exchange(&origin).await.map(|_| ()) }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!((pool.stats().watching, pool.stats().flights), (2, 1));
+
+    follower.abort();
+    let _ = follower.await;
+    assert_eq!((pool.stats().watching, pool.stats().flights), (1, 1));
+    leader.abort();
+    let _ = leader.await;
+    assert_eq!((pool.stats().watching, pool.stats().flights), (0, 0));
+}

@@ -1,0 +1,183 @@
+//! Real HTTP servers for tests: hyper's HTTP/1.1 server and the h2 crate's HTTP/2 server,
+//! over TLS (the protocol chosen by ALPN) or cleartext, on any listener (loopback or a test
+//! network's server namespace).
+//!
+//! Every response carries `x-conn` (the server's number for the connection, from 1, so a
+//! test sees reuse) and `x-host` (the `host` header or `:authority` the request named).
+//! Paths:
+//!
+//! - `/close`: HTTP/1.1 answers with `connection: close` and closes after the response;
+//! - `/status/N`: answers with status `N` (for example 421);
+//! - `/sleep/MS`: answers after `MS` milliseconds;
+//! - `/bytes/N`: a body of `N` bytes;
+//! - anything else: `ok`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+
+/// How a test HTTP server behaves.
+#[derive(Clone, Debug, Default)]
+pub struct HttpOptions {
+    /// TLS: the server configuration (its ALPN ids choose the protocol: `h2` gives HTTP/2,
+    /// anything else HTTP/1.1). `None` serves cleartext.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// On cleartext, speak HTTP/2 with prior knowledge instead of HTTP/1.1.
+    pub cleartext_h2: bool,
+    /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS (default: the h2 crate's, unlimited).
+    pub max_streams: Option<u32>,
+}
+
+/// What a test HTTP server has seen.
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    connections: AtomicUsize,
+    requests: AtomicUsize,
+    open: AtomicUsize,
+}
+
+impl HttpStats {
+    /// TCP connections accepted.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests answered.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// Connections still open (accepted and not yet closed by either side).
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+/// Serves HTTP on `listener` until the task is dropped or the runtime ends. Returns at once;
+/// the returned stats fill in as clients come.
+pub fn serve(listener: TcpListener, options: HttpOptions) -> Arc<HttpStats> {
+    serve_counted(listener, options, || {})
+}
+
+/// [`serve`], calling `on_accept` for each accepted connection.
+pub(crate) fn serve_counted(
+    listener: TcpListener,
+    options: HttpOptions,
+    on_accept: impl Fn() + Send + 'static,
+) -> Arc<HttpStats> {
+    let stats = Arc::new(HttpStats::default());
+    let s = Arc::clone(&stats);
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            on_accept();
+            let n = s.connections.fetch_add(1, Ordering::SeqCst) + 1;
+            s.open.fetch_add(1, Ordering::SeqCst);
+            let (s, options) = (Arc::clone(&s), options.clone());
+            tokio::spawn(async move {
+                match &options.tls {
+                    Some(config) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
+                        if let Ok(tls) = acceptor.accept(tcp).await {
+                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                            serve_one(tls, h2, n, &s, &options).await;
+                        }
+                    }
+                    None => serve_one(tcp, options.cleartext_h2, n, &s, &options).await,
+                }
+                s.open.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    stats
+}
+
+async fn serve_one<T>(io: T, h2: bool, conn: usize, stats: &Arc<HttpStats>, options: &HttpOptions)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if h2 {
+        let mut builder = h2::server::Builder::new();
+        if let Some(n) = options.max_streams {
+            builder.max_concurrent_streams(n);
+        }
+        let Ok(mut c) = builder.handshake::<_, Bytes>(io).await else {
+            return;
+        };
+        while let Some(Ok((request, mut respond))) = c.accept().await {
+            let stats = Arc::clone(stats);
+            tokio::spawn(async move {
+                let host = request.uri().authority().map(ToString::to_string);
+                let (head, body) = answer(request.map(|_| ()), host, conn, &stats).await;
+                let end = body.is_empty();
+                if let Ok(mut tx) = respond.send_response(head, end)
+                    && !end
+                {
+                    let _ = tx.send_data(body, true);
+                }
+            });
+        }
+    } else {
+        let stats = Arc::clone(stats);
+        let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let stats = Arc::clone(&stats);
+            async move {
+                let host = request
+                    .headers()
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_owned);
+                let (head, body) = answer(request.map(|_| ()), host, conn, &stats).await;
+                let (parts, ()) = head.into_parts();
+                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, Full::new(body)))
+            }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(io), service)
+            .await;
+    }
+}
+
+/// The response to one request (see the module docs for the paths).
+async fn answer(
+    request: Request<()>,
+    host: Option<String>,
+    conn: usize,
+    stats: &HttpStats,
+) -> (Response<()>, Bytes) {
+    stats.requests.fetch_add(1, Ordering::SeqCst);
+    let path = request.uri().path().to_owned();
+    let mut response = Response::builder()
+        .header("x-conn", conn.to_string())
+        .header("x-host", host.unwrap_or_default());
+    let mut body = Bytes::from_static(b"ok");
+    if path == "/close" {
+        response = response.header(http::header::CONNECTION, "close");
+    } else if let Some(code) = path.strip_prefix("/status/") {
+        let status = code
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .unwrap_or(StatusCode::BAD_REQUEST);
+        response = response.status(status);
+    } else if let Some(ms) = path.strip_prefix("/sleep/") {
+        let ms = ms.parse::<u64>().unwrap_or(0).min(60_000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else if let Some(n) = path.strip_prefix("/bytes/") {
+        let n = n.parse::<usize>().unwrap_or(0).min(16 << 20);
+        body = Bytes::from(vec![b'x'; n]);
+    }
+    let head = response.body(()).unwrap_or_else(|_| Response::new(()));
+    (head, body)
+}
