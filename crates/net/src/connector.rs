@@ -1078,6 +1078,7 @@ impl Race {
             end: t,
             queries: std::mem::take(&mut self.log),
             winner: None,
+            pooled: None,
             alpn: None,
             error: None,
         };
@@ -1103,6 +1104,7 @@ impl Race {
             (Ending::Pooled(id), _) => match self.pooled.take().filter(|l| l.id() == id) {
                 Some(lease) => {
                     tracing::debug!(%id, "race ended on a pooled connection");
+                    story.pooled = Some(id);
                     Ok(Raced::Pooled { lease, story })
                 }
                 None => Err(ConnectError::Unsupported(

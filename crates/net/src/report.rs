@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
-use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, QueryKind};
+use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, PooledId, QueryKind};
 use serde::Serialize;
 
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
@@ -22,6 +22,9 @@ pub struct RaceReport {
     pub attempts: Vec<AttemptReport>,
     /// The winning attempt's id, if one won.
     pub winner: Option<u32>,
+    /// The pooled connection the race ended on instead, if the pool offered one mid-race
+    /// (see [`crate::Pool`]).
+    pub pooled: Option<u64>,
     /// The ALPN protocol the winner negotiated, if any.
     pub alpn: Option<String>,
     /// Why the race failed, if it did.
@@ -116,6 +119,7 @@ pub(crate) struct Story {
     pub(crate) end: Instant,
     pub(crate) queries: Vec<QueryLog>,
     pub(crate) winner: Option<AttemptId>,
+    pub(crate) pooled: Option<PooledId>,
     pub(crate) alpn: Option<Alpn>,
     pub(crate) error: Option<String>,
 }
@@ -145,6 +149,7 @@ impl Story {
                 .collect(),
             attempts: RaceReport::attempts_from(self.race.attempts(), self.t0),
             winner: self.winner.map(AttemptId::get),
+            pooled: self.pooled.map(|p| p.0),
             alpn: self.alpn.as_ref().map(ToString::to_string),
             error: self.error.clone(),
         }
@@ -190,6 +195,13 @@ impl fmt::Display for RaceReport {
                 Some(t) => writeln!(f, "; {} at {t:.1} ms", a.outcome)?,
                 None => writeln!(f, "; {}", a.outcome)?,
             }
+        }
+        if let Some(id) = self.pooled {
+            return write!(
+                f,
+                "ended on pooled connection {id} after {:.1} ms",
+                self.elapsed_ms
+            );
         }
         match (&self.winner, &self.error) {
             (Some(id), _) => {

@@ -16,7 +16,9 @@ use std::ops::Deref;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use fastfallback_net::{ConnectError, Connector, FallbackPolicy, HickoryResolver, RaceReport};
+use fastfallback_net::{
+    ConnectError, Connector, FallbackPolicy, HickoryResolver, Pool, PoolOptions, RaceReport, Source,
+};
 use fastfallback_proto::{AttemptErrorKind, RaceErrorKind};
 use fastfallback_testnet::{
     DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
@@ -605,4 +607,116 @@ fn link_local_literal_with_a_zone_connects_on_that_interface() {
             "{err}"
         );
     });
+}
+
+/// Two calls to one HTTP/2 origin over TLS, IPv6 blackholed, 10 ms RTT to IPv4; the second
+/// call starts 50 ms after the first. Returns both exchanges' sources and reports, and the
+/// wire's SYNs, after checking each got `ok` back.
+fn two_h2_calls(net: &TestNet, options: PoolOptions) -> [(Source, RaceReport, f64); 2] {
+    net.serve(
+        SocketAddr::new(v6(0), TLS_PORT),
+        ServerKind::Http {
+            alpn: vec![b"h2".to_vec()],
+            max_streams: None,
+        },
+    )
+    .unwrap();
+    net.serve(
+        SocketAddr::new(v4(0), TLS_PORT),
+        ServerKind::Http {
+            alpn: vec![b"h2".to_vec()],
+            max_streams: None,
+        },
+    )
+    .unwrap();
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), Duration::from_millis(5)),
+    ]);
+    net.block_on_client(async {
+        let pool = Pool::with_options(connector(net, FallbackPolicy::default()), options);
+        let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
+        let t0 = tokio::time::Instant::now();
+        let call = |delay: u64| {
+            let (pool, origin) = (pool.clone(), origin.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let started = t0.elapsed().as_secs_f64() * 1e3;
+                let exchange = pool.exchange(&origin).await.unwrap();
+                let source = exchange.source();
+                let report = exchange.report().cloned().unwrap();
+                let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
+                let body = exchange.send(request).await.unwrap().into_body();
+                assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
+                (source, report, started)
+            }
+        };
+        let (a, b) = tokio::join!(call(0), call(50));
+        assert_eq!(pool.stats().connections, 1);
+        [a, b]
+    })
+}
+
+/// The race of the second call is not told to wait (single flight off): it starts its own
+/// IPv6 attempt, and ends on the first call's connection the moment that one is pooled,
+/// before its own IPv4 attempt is due. The wire saw one IPv4 connection.
+#[test]
+fn second_race_ends_on_the_first_calls_h2_connection_when_it_is_pooled() {
+    let Some(net) = network("second_race_ends_on_the_first_calls_h2_connection_when_it_is_pooled")
+    else {
+        return;
+    };
+    let options = PoolOptions {
+        single_flight: false,
+        ..PoolOptions::default()
+    };
+    let [(sa, ra, ta), (sb, rb, tb)] = two_h2_calls(&net, options);
+
+    assert_eq!((sa, sb), (Source::New, Source::PooledMidRace), "{ra}\n{rb}");
+    assert_eq!(rb.pooled, Some(1), "{rb}");
+    // b raced: its IPv6 attempt started, and was cancelled when the pooled connection came.
+    assert_eq!(rb.attempts_started(), 1, "{rb}");
+    assert_eq!(rb.attempts[0].route, SocketAddr::new(v6(0), TLS_PORT));
+    assert!(rb.attempts[0].outcome.starts_with("cancelled"), "{rb}");
+    // b ended when a's connection was pooled: a's race end, on the same clock.
+    let (a_end, b_end) = (ta + ra.elapsed_ms, tb + rb.elapsed_ms);
+    assert!(
+        (b_end - a_end).abs() < 5.0,
+        "a ended at {a_end:.1} ms, b at {b_end:.1} ms\n{ra}\n{rb}"
+    );
+    // IPv4 SYN at 250 (a's), TCP 10 ms, TLS 10 ms: b's own IPv4 start (50 + 250) never came.
+    assert_near("a's race", ra.elapsed_ms, 270.0);
+    let syns = syn_offsets(&net);
+    let v4_syns: Vec<_> = syns.iter().filter(|(_, d)| d.is_ipv4()).collect();
+    let v6_syns = syns.iter().filter(|(_, d)| d.is_ipv6()).count();
+    assert_eq!(
+        v4_syns.len(),
+        1,
+        "exactly one IPv4 connection on the wire: {syns:?}"
+    );
+    assert_eq!(v6_syns, 2, "one blackholed IPv6 SYN per race: {syns:?}");
+    assert_eq!(net.accepted(SocketAddr::new(v4(0), TLS_PORT)), 1);
+}
+
+/// With single flight (the default) the second call's race waits for the first: it sends
+/// nothing, and ends on the first call's connection when that one is pooled.
+#[test]
+fn waiting_call_sends_nothing_and_shares_the_first_calls_h2_connection() {
+    let Some(net) = network("waiting_call_sends_nothing_and_shares_the_first_calls_h2_connection")
+    else {
+        return;
+    };
+    let [(sa, ra, ta), (sb, rb, tb)] = two_h2_calls(&net, PoolOptions::default());
+
+    assert_eq!((sa, sb), (Source::New, Source::PooledMidRace), "{ra}\n{rb}");
+    assert_eq!(rb.attempts_started(), 0, "{rb}");
+    assert_eq!(rb.pooled, Some(1), "{rb}");
+    let (a_end, b_end) = (ta + ra.elapsed_ms, tb + rb.elapsed_ms);
+    assert!(
+        (b_end - a_end).abs() < 5.0,
+        "a ended at {a_end:.1} ms, b at {b_end:.1} ms"
+    );
+    let syns = syn_offsets(&net);
+    assert_eq!(syns.len(), 2, "a's IPv6 and IPv4 SYNs only: {syns:?}");
+    assert_eq!(net.accepted(SocketAddr::new(v4(0), TLS_PORT)), 1);
 }
