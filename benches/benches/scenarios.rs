@@ -18,22 +18,14 @@
 //! Needs root (network namespaces). Without it the bench says so and exits 0.
 
 use std::fmt::Write as _;
-use std::future::Future;
-use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use fastfallback_benches::{LookupIp, hickory, median};
 use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
-use fastfallback_testnet::{
-    DNS_V4, DnsZone, Match, Rule, ServerKind, TestNet, server_v4, server_v6,
-};
+use fastfallback_testnet::{DnsZone, Match, Rule, ServerKind, TestNet, server_v4, server_v6};
 use hickory_resolver::TokioResolver;
-use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
-use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::connect::dns::Name;
 use serde::Serialize;
 
 #[path = "scenarios/loopback.rs"]
@@ -297,60 +289,6 @@ struct Row {
 }
 
 /// The median (the mean of the middle two for an even count); NaN when empty.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn dns_server() -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(DNS_V4), 53)
-}
-
-fn hickory() -> TokioResolver {
-    let mut ns = NameServerConfig::udp_and_tcp(dns_server().ip());
-    for c in &mut ns.connections {
-        c.port = dns_server().port();
-    }
-    TokioResolver::builder_with_config(
-        ResolverConfig::from_name_servers(vec![ns]),
-        TokioRuntimeProvider::default(),
-    )
-    .with_options(ResolverOpts::default())
-    .build()
-    .expect("resolver")
-}
-
-/// What a hyper-util user with hickory plugs in: `lookup_ip`, both families in one answer.
-#[derive(Clone)]
-struct LookupIp(TokioResolver);
-
-impl tower_service::Service<Name> for LookupIp {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, name: Name) -> Self::Future {
-        let r = self.0.clone();
-        Box::pin(async move {
-            let ips = r.lookup_ip(name.as_str()).await.map_err(io::Error::other)?;
-            let addrs: Vec<SocketAddr> = ips.iter().map(|ip| SocketAddr::new(ip, 0)).collect();
-            Ok(addrs.into_iter())
-        })
-    }
-}
-
 /// One contender's client state for one run: made fresh per run, reused for the warm-up.
 enum Client {
     Ours(Connector),

@@ -40,7 +40,9 @@ pub use connectivity::{NetworkState, detect_connectivity, detect_network};
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
-pub use pool::{Body, Exchange, ExchangeError, Origin, Pool, PoolOptions, PoolStats, Source};
+pub use pool::{
+    Body, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats, Source,
+};
 pub use report::{AttemptReport, QueryReport, RaceReport};
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;

@@ -557,3 +557,20 @@ async fn dropped_waiting_call_leaves_nothing_registered() {
     let _ = leader.await;
     assert_eq!((pool.stats().watching, pool.stats().flights), (0, 0));
 }
+
+#[tokio::test]
+async fn exchange_dropped_unused_gives_its_http1_connection_back() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+
+    let unused = pool.exchange(&origin).await.unwrap();
+    assert_eq!(pool.stats().idle, 0);
+    drop(unused);
+    assert_eq!(pool.stats().idle, 1);
+
+    let (status, _, _, source) = fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!((status, source), (200, Source::Pool));
+    assert_eq!(stats[0].connections(), 1);
+}

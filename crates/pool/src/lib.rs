@@ -36,4 +36,6 @@ mod flight;
 mod pool;
 
 pub use flight::{Flights, Join, ProtocolMemory};
-pub use pool::{Cleanup, ConnectionPool, PROVISIONAL_MAX_STREAMS, PoolConfig, PoolKey, Release};
+pub use pool::{
+    Acquired, Cleanup, ConnectionPool, PROVISIONAL_MAX_STREAMS, PoolConfig, PoolKey, Release,
+};

@@ -1,6 +1,6 @@
 //! The pool itself: entries, allocation, release and OkHttp-style eviction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -16,53 +16,110 @@ pub const PROVISIONAL_MAX_STREAMS: u32 = 100;
 /// Which connections can serve a request: everything that makes two connections
 /// interchangeable. Connections whose keys differ in any field never share.
 ///
+/// A key computes its hash once, when it is built: the pool looks keys up on every checkout
+/// and release, and hashing the host name each time would cost more than the rest of the
+/// lookup.
+///
 /// ```
 /// use fastfallback_pool::PoolKey;
 ///
 /// let key = PoolKey::new("example.com", 443, true);
-/// assert_eq!(key.host, "example.com");
+/// assert_eq!(key.host(), "example.com");
 /// let other_tls = key.clone().with_tls_config(7);
 /// assert_ne!(key, other_tls);
 /// ```
-#[derive(Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[derive(Clone, Debug, Eq)]
 pub struct PoolKey {
-    /// The host name the connection was made for.
-    pub host: String,
-    /// The port.
-    pub port: u16,
-    /// Whether the connection runs TLS.
-    pub tls: bool,
-    /// Which TLS configuration made it (an identity the driver assigns; 0 for the default).
-    pub tls_config: u64,
-    /// The proxy it goes through (`kind host:port`), if any. Connections through a proxy never
-    /// carry another host's exchanges.
-    pub proxy: Option<String>,
+    /// The hash of the fields below (FxHash), kept in step by every constructor.
+    hash: u64,
+    host: String,
+    port: u16,
+    tls: bool,
+    tls_config: u64,
+    proxy: Option<String>,
+}
+
+impl PartialEq for PoolKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+            && self.port == other.port
+            && self.tls == other.tls
+            && self.tls_config == other.tls_config
+            && self.host == other.host
+            && self.proxy == other.proxy
+    }
+}
+
+impl std::hash::Hash for PoolKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 impl PoolKey {
     /// A direct key for `host:port`, with or without TLS, with the default TLS configuration.
     pub fn new(host: impl Into<String>, port: u16, tls: bool) -> Self {
         Self {
+            hash: 0,
             host: host.into(),
             port,
             tls,
             tls_config: 0,
             proxy: None,
         }
+        .rehash()
     }
 
     /// The same key for connections made with TLS configuration `id`.
     #[must_use]
     pub fn with_tls_config(mut self, id: u64) -> Self {
         self.tls_config = id;
-        self
+        self.rehash()
     }
 
     /// The same key for connections through `proxy`.
     #[must_use]
     pub fn with_proxy(mut self, proxy: impl Into<String>) -> Self {
         self.proxy = Some(proxy.into());
+        self.rehash()
+    }
+
+    fn rehash(mut self) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = fastfallback_proto::FxHasher::default();
+        self.host.hash(&mut h);
+        self.port.hash(&mut h);
+        self.tls.hash(&mut h);
+        self.tls_config.hash(&mut h);
+        self.proxy.hash(&mut h);
+        self.hash = h.finish();
         self
+    }
+
+    /// The host name the connection was made for.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether the connection runs TLS.
+    pub fn tls(&self) -> bool {
+        self.tls
+    }
+
+    /// Which TLS configuration made it (an identity the driver assigns; 0 for the default).
+    pub fn tls_config(&self) -> u64 {
+        self.tls_config
+    }
+
+    /// The proxy it goes through (`kind host:port`), if any. Connections through a proxy never
+    /// carry another host's exchanges.
+    pub fn proxy(&self) -> Option<&str> {
+        self.proxy.as_deref()
     }
 
     /// Whether a connection made for `self` may be offered to `other`'s host when the other
@@ -130,6 +187,38 @@ impl<C> Release<C> {
     pub fn is_released(&self) -> bool {
         !matches!(self, Self::Ignored)
     }
+}
+
+/// The connections of one key, arranged for acquisition in O(1) on HTTP/1.
+#[derive(Debug, Default)]
+struct KeyConns {
+    /// HTTP/2 connections, in insertion order (the oldest with a free stream is chosen).
+    multiplexed: Vec<u64>,
+    /// Idle HTTP/1 connections that take exchanges, with the time each became idle, in that
+    /// order: the top is the most recent (LIFO, so the others age out). Exactly the idle,
+    /// unmarked ones.
+    idle: Vec<(Instant, u64)>,
+    /// How many HTTP/1 connections the key has, idle or not.
+    http1: usize,
+}
+
+impl KeyConns {
+    fn is_empty(&self) -> bool {
+        self.multiplexed.is_empty() && self.http1 == 0
+    }
+}
+
+/// A connection [`ConnectionPool::acquire_entry`] handed out, with one exchange counted.
+#[derive(Debug)]
+pub struct Acquired<'a, C> {
+    /// Its id.
+    pub id: PooledId,
+    /// The caller's handle.
+    pub conn: &'a mut C,
+    /// Since when it had been idle, if it was (HTTP/2 health pings are sent after a while).
+    pub idle_since: Option<Instant>,
+    /// Exchanges it carries now, this one included.
+    pub allocations: u32,
 }
 
 /// One pooled connection and its bookkeeping.
@@ -226,10 +315,11 @@ impl<C> Entry<C> {
 #[derive(Debug)]
 pub struct ConnectionPool<C> {
     config: PoolConfig,
-    /// Every connection, by id; ids grow with insertion, so this is insertion order.
-    entries: BTreeMap<u64, Entry<C>>,
-    /// The ids serving each key, in insertion order.
-    by_key: HashMap<PoolKey, Vec<u64>, FxBuildHasher>,
+    /// Every connection, by id. Ids grow with insertion, so sorting ids gives insertion order
+    /// where an order matters (cleanup ties, coalescing candidates); lookups are one hash.
+    entries: HashMap<u64, Entry<C>, FxBuildHasher>,
+    /// The connections serving each key.
+    by_key: HashMap<PoolKey, KeyConns, FxBuildHasher>,
     /// The id the next inserted connection gets.
     next_id: u64,
 }
@@ -239,7 +329,7 @@ impl<C> ConnectionPool<C> {
     pub fn new(config: PoolConfig) -> Self {
         Self {
             config,
-            entries: BTreeMap::new(),
+            entries: HashMap::default(),
             by_key: HashMap::default(),
             next_id: 1,
         }
@@ -272,7 +362,13 @@ impl<C> ConnectionPool<C> {
         } else {
             max_streams
         };
-        self.by_key.entry(key.clone()).or_default().push(id);
+        let conns = self.by_key.entry(key.clone()).or_default();
+        if protocol.is_multiplexed() {
+            conns.multiplexed.push(id);
+        } else {
+            conns.http1 += 1;
+            conns.idle.push((now, id));
+        }
         self.entries.insert(
             id,
             Entry {
@@ -314,17 +410,23 @@ impl<C> ConnectionPool<C> {
         key: &'a PoolKey,
         resolved: &'a [IpAddr],
     ) -> impl Iterator<Item = PooledId> + 'a {
-        self.entries.iter().filter_map(move |(&id, e)| {
-            let usable = e.protocol.is_multiplexed()
-                && !e.no_new_exchanges
-                && e.allocations < e.limit
-                && e.key.host != key.host
-                && e.key.may_coalesce_with(key)
-                && e.peer
-                    .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
-                && !e.not_for.contains(&key.host);
-            usable.then_some(PooledId(id))
-        })
+        let mut ids: Vec<u64> = self
+            .entries
+            .iter()
+            .filter_map(move |(&id, e)| {
+                let usable = e.protocol.is_multiplexed()
+                    && !e.no_new_exchanges
+                    && e.allocations < e.limit
+                    && e.key.host != key.host
+                    && e.key.may_coalesce_with(key)
+                    && e.peer
+                        .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
+                    && !e.not_for.contains(&key.host);
+                usable.then_some(id)
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.into_iter().map(PooledId)
     }
 
     /// Counts one exchange against connection `id`, if it accepts one now (not marked, below
@@ -333,6 +435,11 @@ impl<C> ConnectionPool<C> {
         match self.entries.get_mut(&id.0) {
             Some(e) if !e.no_new_exchanges && e.allocations < e.limit => {
                 e.allocations += 1;
+                if !e.protocol.is_multiplexed()
+                    && let Some(conns) = self.by_key.get_mut(&e.key)
+                {
+                    conns.idle.retain(|&(_, other)| other != id.0);
+                }
                 true
             }
             _ => false,
@@ -366,30 +473,42 @@ impl<C> ConnectionPool<C> {
     /// idle connections whose keep-alive has run out at `now` (the next
     /// [`cleanup`](Self::cleanup) closes those). Returns `None` when nothing is usable.
     pub fn acquire(&mut self, key: &PoolKey, now: Instant) -> Option<PooledId> {
+        self.acquire_entry(key, now).map(|a| a.id)
+    }
+
+    /// [`Self::acquire`], handing back the connection and what a health check needs, in one
+    /// lookup (the driver's hot path).
+    pub fn acquire_entry(&mut self, key: &PoolKey, now: Instant) -> Option<Acquired<'_, C>> {
         let keep_alive = self.config.keep_alive;
-        let mut multiplexed = None;
-        // (idle since, id) of the best HTTP/1 candidate so far.
-        let mut http1: Option<(Instant, u64)> = None;
-        for &id in self.by_key.get(key)? {
-            let e = &self.entries[&id];
-            let expired = e.is_idle() && now - e.idle_since >= keep_alive;
-            if e.no_new_exchanges || e.allocations >= e.limit || expired {
-                continue;
+        let conns = self.by_key.get_mut(key)?;
+        let entries = &self.entries;
+        let multiplexed = conns.multiplexed.iter().copied().find(|id| {
+            entries.get(id).is_some_and(|e| {
+                let expired = e.is_idle() && now - e.idle_since >= keep_alive;
+                !e.no_new_exchanges && e.allocations < e.limit && !expired
+            })
+        });
+        let id = match multiplexed {
+            Some(id) => id,
+            None => {
+                // The top of the idle stack became idle last: if it has expired, all have.
+                let &(since, top) = conns.idle.last()?;
+                if now - since >= keep_alive {
+                    return None;
+                }
+                conns.idle.pop();
+                top
             }
-            if e.protocol.is_multiplexed() {
-                multiplexed = Some(id);
-                break;
-            }
-            // `>=`: among equal idle times the later insertion wins, which is still LIFO.
-            if http1.is_none_or(|(since, _)| e.idle_since >= since) {
-                http1 = Some((e.idle_since, id));
-            }
-        }
-        let id = multiplexed.or_else(|| http1.map(|(_, id)| id))?;
-        if let Some(e) = self.entries.get_mut(&id) {
-            e.allocations += 1;
-        }
-        Some(PooledId(id))
+        };
+        let e = self.entries.get_mut(&id)?;
+        let idle_since = (e.allocations == 0).then_some(e.idle_since);
+        e.allocations += 1;
+        Some(Acquired {
+            id: PooledId(id),
+            conn: &mut e.conn,
+            idle_since,
+            allocations: e.allocations,
+        })
     }
 
     /// Ends one exchange on connection `id`.
@@ -399,11 +518,30 @@ impl<C> ConnectionPool<C> {
     /// back as [`Release::Close`]. Unknown ids and connections without exchanges are ignored
     /// ([`Release::Ignored`]; [`Release::is_released`] gives the `bool`).
     pub fn release(&mut self, id: PooledId, now: Instant) -> Release<C> {
+        self.release_with(id, now, |_| true)
+    }
+
+    /// [`Self::release`], first letting `check` look at the connection (and put back what the
+    /// exchange held) in the same lookup. If `check` returns `false` the connection cannot
+    /// carry another exchange: it leaves the pool at once and comes back as
+    /// [`Release::Close`], whatever else it carries.
+    pub fn release_with(
+        &mut self,
+        id: PooledId,
+        now: Instant,
+        check: impl FnOnce(&mut C) -> bool,
+    ) -> Release<C> {
         let Some(e) = self.entries.get_mut(&id.0) else {
             return Release::Ignored;
         };
         if e.allocations == 0 {
             return Release::Ignored;
+        }
+        if !check(&mut e.conn) {
+            return match self.take(id.0) {
+                Some(conn) => Release::Close(conn),
+                None => Release::Ignored,
+            };
         }
         e.allocations -= 1;
         if e.allocations > 0 {
@@ -416,6 +554,17 @@ impl<C> ConnectionPool<C> {
             };
         }
         e.idle_since = now;
+        if !e.protocol.is_multiplexed()
+            && let Some(conns) = self.by_key.get_mut(&e.key)
+        {
+            // Keep the stack in idle order even if `now` went backwards (callers pass time
+            // in): usually this is a push on top.
+            let mut at = conns.idle.len();
+            while at > 0 && conns.idle[at - 1].0 > now {
+                at -= 1;
+            }
+            conns.idle.insert(at, (now, id.0));
+        }
         Release::Released
     }
 
@@ -443,6 +592,9 @@ impl<C> ConnectionPool<C> {
         match self.entries.get_mut(&id.0) {
             Some(e) => {
                 e.no_new_exchanges = true;
+                if let Some(conns) = self.by_key.get_mut(&e.key) {
+                    conns.idle.retain(|&(_, other)| other != id.0);
+                }
                 true
             }
             None => false,
@@ -490,6 +642,8 @@ impl<C> ConnectionPool<C> {
             .filter(|(_, e)| e.is_idle())
             .map(|(&id, _)| id)
             .collect();
+        let mut idle = idle;
+        idle.sort_unstable();
         idle.into_iter().filter_map(|id| self.take(id)).collect()
     }
 
@@ -532,12 +686,14 @@ impl<C> ConnectionPool<C> {
             .filter(|(_, e)| e.is_idle() && e.no_new_exchanges)
             .map(|(&id, _)| id)
             .collect();
+        let mut retired = retired;
+        retired.sort_unstable();
         let mut closed: Vec<C> = retired.into_iter().filter_map(|id| self.take(id)).collect();
 
         let mut in_use = 0usize;
         let mut idle = 0usize;
-        // (id, idle duration) of the connection idle the longest; strict `>` keeps the first
-        // (oldest) on ties, like OkHttp's scan.
+        // (id, idle duration) of the connection idle the longest; on ties the oldest
+        // insertion (smallest id), like OkHttp's scan in insertion order.
         let mut longest: Option<(u64, Duration)> = None;
         for (&id, e) in &self.entries {
             if !e.is_idle() {
@@ -546,7 +702,7 @@ impl<C> ConnectionPool<C> {
             }
             idle += 1;
             let idle_for = now - e.idle_since;
-            if longest.is_none_or(|(_, d)| idle_for > d) {
+            if longest.is_none_or(|(other, d)| idle_for > d || (idle_for == d && id < other)) {
                 longest = Some((id, idle_for));
             }
         }
@@ -567,9 +723,14 @@ impl<C> ConnectionPool<C> {
     /// Removes entry `id` from both indexes.
     fn take(&mut self, id: u64) -> Option<C> {
         let entry = self.entries.remove(&id)?;
-        if let Some(ids) = self.by_key.get_mut(&entry.key) {
-            ids.retain(|&other| other != id);
-            if ids.is_empty() {
+        if let Some(conns) = self.by_key.get_mut(&entry.key) {
+            if entry.protocol.is_multiplexed() {
+                conns.multiplexed.retain(|&other| other != id);
+            } else {
+                conns.http1 -= 1;
+                conns.idle.retain(|&(_, other)| other != id);
+            }
+            if conns.is_empty() {
                 self.by_key.remove(&entry.key);
             }
         }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -14,7 +14,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::Full;
 
 use super::conn::{Conn, H1Sender};
-use super::{ExchangeError, Origin, Shared};
+use super::{ExchangeError, Origin};
 use crate::RaceReport;
 use crate::report::Story;
 
@@ -22,7 +22,8 @@ use crate::report::Story;
 /// an HTTP/2 stream is freed; an HTTP/1 connection goes back idle if the exchange ended
 /// cleanly, and is closed otherwise.
 pub(crate) struct Lease {
-    shared: Arc<Shared>,
+    /// The origin the exchange goes to; its pool is the one the lease releases to.
+    origin: Origin,
     id: PooledId,
     /// The HTTP/1 sender while this exchange holds it.
     h1: Option<H1Sender>,
@@ -32,9 +33,9 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// A lease on an exchange the pool already counted against `id`.
-    pub(crate) fn new(shared: Arc<Shared>, id: PooledId) -> Self {
+    pub(crate) fn new(origin: Origin, id: PooledId) -> Self {
         Self {
-            shared,
+            origin,
             id,
             h1: None,
             reusable: true,
@@ -44,6 +45,22 @@ impl Lease {
     /// The pooled connection this lease is on.
     pub(crate) fn id(&self) -> PooledId {
         self.id
+    }
+
+    /// Holds the HTTP/1 sender of the connection while the exchange runs; dropping the lease
+    /// at any point gives it back.
+    pub(crate) fn hold_h1(&mut self, sender: Option<H1Sender>) {
+        self.h1 = sender;
+    }
+
+    /// The HTTP/1 sender this lease holds.
+    pub(crate) fn h1_mut(&mut self) -> Option<&mut H1Sender> {
+        self.h1.as_mut()
+    }
+
+    /// The connection must not carry another exchange.
+    pub(crate) fn spoil(&mut self) {
+        self.reusable = false;
     }
 
     /// Hands the lease back without releasing anything: the caller releases `id` itself
@@ -59,7 +76,8 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if self.id.0 != 0 {
-            self.shared.release(self.id, self.h1.take(), self.reusable);
+            let h1 = self.h1.take();
+            self.origin.inner.shared.release(self.id, h1, self.reusable);
         }
     }
 }
@@ -75,7 +93,7 @@ enum Carrier {
     /// In the pool: the lease counts the exchange.
     Pooled(Lease),
     /// Exclusive: never pooled, closed when the exchange ends.
-    Exclusive(Box<Conn>),
+    Exclusive(Box<Conn>, Origin),
     /// Moved into the response body.
     Spent,
 }
@@ -101,7 +119,6 @@ pub enum Source {
 pub struct Exchange {
     carrier: Carrier,
     sender: Sender,
-    origin: Origin,
     protocol: Protocol,
     peer: SocketAddr,
     source: Source,
@@ -110,7 +127,9 @@ pub struct Exchange {
 }
 
 enum Sender {
-    Http1(H1Sender),
+    /// The sender stays with the carrier (the lease or the exclusive connection), so an
+    /// exchange dropped unused gives an HTTP/1 connection back intact.
+    Http1,
     Http2(h2::client::SendRequest<Bytes>),
     /// Moved into the response body.
     Spent,
@@ -119,7 +138,7 @@ enum Sender {
 impl fmt::Debug for Exchange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Exchange")
-            .field("origin", &self.origin.to_string())
+            .field("origin", &self.origin().map(ToString::to_string))
             .field("protocol", &self.protocol)
             .field("peer", &self.peer)
             .field("source", &self.source)
@@ -131,7 +150,7 @@ impl fmt::Debug for Exchange {
 pub(crate) struct Parts {
     pub(crate) protocol: Protocol,
     pub(crate) peer: SocketAddr,
-    pub(crate) h1: Option<H1Sender>,
+    /// The HTTP/2 sender; an HTTP/1 sender travels in the lease.
     pub(crate) h2: Option<h2::client::SendRequest<Bytes>>,
 }
 
@@ -140,14 +159,13 @@ impl Exchange {
     pub(crate) fn pooled(
         mut lease: Lease,
         parts: Parts,
-        origin: Origin,
         source: Source,
         story: Option<Story>,
     ) -> Result<Self, ExchangeError> {
-        let sender = match (parts.h1, parts.h2) {
-            (Some(h1), _) => Sender::Http1(h1),
-            (None, Some(h2)) => Sender::Http2(h2),
-            (None, None) => {
+        let sender = match (lease.h1.is_some(), parts.h2) {
+            (true, _) => Sender::Http1,
+            (false, Some(h2)) => Sender::Http2(h2),
+            (false, None) => {
                 lease.reusable = false;
                 return Err(ExchangeError::Closed);
             }
@@ -155,7 +173,6 @@ impl Exchange {
         Ok(Self {
             carrier: Carrier::Pooled(lease),
             sender,
-            origin,
             protocol: parts.protocol,
             peer: parts.peer,
             source,
@@ -165,21 +182,29 @@ impl Exchange {
     }
 
     /// An exchange on a connection that is never pooled.
-    pub(crate) fn exclusive(mut conn: Conn, origin: Origin, story: Story) -> Self {
+    pub(crate) fn exclusive(conn: Conn, origin: Origin, story: Story) -> Self {
         let protocol = conn.protocol();
-        let sender = match &mut conn.proto {
-            super::conn::Proto::Http1(s) => Sender::Http1(s.take().expect("a new connection")),
+        let sender = match &conn.proto {
+            super::conn::Proto::Http1(_) => Sender::Http1,
             super::conn::Proto::Http2 { send, .. } => Sender::Http2(send.clone()),
         };
         Self {
             peer: conn.peer,
-            carrier: Carrier::Exclusive(Box::new(conn)),
+            carrier: Carrier::Exclusive(Box::new(conn), origin),
             sender,
-            origin,
             protocol,
             source: Source::New,
             story: Some(Box::new(story)),
             report: OnceLock::new(),
+        }
+    }
+
+    /// The origin this exchange goes to.
+    fn origin(&self) -> Option<&Origin> {
+        match &self.carrier {
+            Carrier::Pooled(lease) => Some(&lease.origin),
+            Carrier::Exclusive(_, origin) => Some(origin),
+            Carrier::Spent => None,
         }
     }
 
@@ -214,7 +239,7 @@ impl Exchange {
     pub fn pooled_id(&self) -> Option<PooledId> {
         match &self.carrier {
             Carrier::Pooled(l) => Some(l.id),
-            Carrier::Exclusive(_) | Carrier::Spent => None,
+            Carrier::Exclusive(..) | Carrier::Spent => None,
         }
     }
 
@@ -225,43 +250,50 @@ impl Exchange {
     /// The connection is given back when the returned body ends or is dropped.
     pub async fn send(mut self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
         let (mut head, body) = request.into_parts();
+        let Some(origin) = self.origin().cloned() else {
+            return Err(ExchangeError::Closed);
+        };
         let path = head
             .uri
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
         match &mut self.sender {
-            Sender::Http1(send) => {
+            Sender::Http1 => {
                 head.uri = path.parse().map_err(ExchangeError::invalid)?;
                 if !head.headers.contains_key(http::header::HOST) {
-                    let host = http::HeaderValue::from_str(&self.origin.authority())
+                    let host = http::HeaderValue::from_str(&origin.authority())
                         .map_err(ExchangeError::invalid)?;
                     head.headers.insert(http::header::HOST, host);
                 }
                 let request = Request::from_parts(head, Full::new(body));
-                let sent = send.send_request(request).await;
-                let response = match sent {
+                let send = match &mut self.carrier {
+                    Carrier::Pooled(lease) => lease.h1.as_mut(),
+                    Carrier::Exclusive(conn, _) => match &mut conn.proto {
+                        super::conn::Proto::Http1(s) => s.as_mut(),
+                        super::conn::Proto::Http2 { .. } => None,
+                    },
+                    Carrier::Spent => None,
+                };
+                let Some(send) = send else {
+                    return Err(ExchangeError::Closed);
+                };
+                let response = match send.send_request(request).await {
                     Ok(r) => r,
                     Err(e) => {
                         self.spoil();
                         return Err(ExchangeError::Http1(e));
                     }
                 };
-                let Sender::Http1(send) = std::mem::replace(&mut self.sender, Sender::Spent) else {
-                    unreachable!("matched above")
-                };
-                let keep = self.keeper(Some(send));
+                self.sender = Sender::Spent;
+                let keep = self.keeper();
                 Ok(response.map(|b| Body::http1(b, keep)))
             }
             Sender::Http2(send) => {
                 head.uri = format!(
                     "{}://{}{path}",
-                    if self.origin.is_tls() {
-                        "https"
-                    } else {
-                        "http"
-                    },
-                    self.origin.authority()
+                    if origin.is_tls() { "https" } else { "http" },
+                    origin.authority()
                 )
                 .parse()
                 .map_err(ExchangeError::invalid)?;
@@ -291,9 +323,9 @@ impl Exchange {
                     && let Carrier::Pooled(lease) = &self.carrier
                 {
                     // RFC 9110 §15.5.20: this connection must not carry this host again.
-                    lease.shared.misdirected(lease.id, &self.origin);
+                    lease.origin.inner.shared.misdirected(lease.id, &origin);
                 }
-                let keep = self.keeper(None);
+                let keep = self.keeper();
                 Ok(response.map(|b| Body::http2(b, keep)))
             }
             Sender::Spent => Err(ExchangeError::Closed),
@@ -304,19 +336,16 @@ impl Exchange {
     fn spoil(&mut self) {
         if let Carrier::Pooled(lease) = &mut self.carrier {
             lease.reusable = false;
-            lease.shared.no_new_exchanges(lease.id);
+            lease.origin.inner.shared.no_new_exchanges(lease.id);
         }
     }
 
     /// Moves what keeps the connection counted into the response body.
-    fn keeper(&mut self, h1: Option<H1Sender>) -> Keeper {
+    fn keeper(&mut self) -> Keeper {
         let carrier = std::mem::replace(&mut self.carrier, Carrier::Spent);
         match carrier {
-            Carrier::Pooled(mut lease) => {
-                lease.h1 = h1;
-                Keeper::Lease(lease)
-            }
-            Carrier::Exclusive(conn) => Keeper::Exclusive(conn),
+            Carrier::Pooled(lease) => Keeper::Lease(lease),
+            Carrier::Exclusive(conn, _) => Keeper::Exclusive(conn),
             Carrier::Spent => Keeper::None,
         }
     }
@@ -394,7 +423,7 @@ impl Body {
     fn fail(&mut self) {
         if let Keeper::Lease(lease) = &mut self.keep {
             lease.reusable = false;
-            lease.shared.no_new_exchanges(lease.id);
+            lease.origin.inner.shared.no_new_exchanges(lease.id);
         }
         self.finish();
     }

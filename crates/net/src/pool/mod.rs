@@ -33,13 +33,16 @@ mod conn;
 mod exchange;
 
 use std::fmt;
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fastfallback_pool::{ConnectionPool, Flights, Join, PoolConfig, PoolKey, ProtocolMemory};
-use fastfallback_proto::{Alpn, Instant, PooledId, Protocol};
+use fastfallback_proto::{Alpn, PooledId, Protocol};
 use fastfallback_route::{Address, AddressError, Host, Lesson, Scheme};
 use rustls::pki_types::{ServerName, UnixTime};
 use tokio::sync::mpsc;
@@ -62,6 +65,13 @@ pub(crate) use exchange::Lease as PoolLease;
 /// ```
 #[derive(Clone)]
 pub struct Origin {
+    /// Shared: every exchange keeps its origin, and cloning one must not allocate.
+    inner: Arc<OriginInner>,
+}
+
+struct OriginInner {
+    /// The pool the origin belongs to: leases on its connections release through it.
+    shared: Arc<Shared>,
     address: Address,
     key: PoolKey,
 }
@@ -69,28 +79,32 @@ pub struct Origin {
 impl Origin {
     /// The address the race connects to.
     pub fn address(&self) -> &Address {
-        &self.address
+        &self.inner.address
     }
 
     /// The pool key: connections are shared only between origins with equal keys (and, for
     /// HTTP/2 coalescing, under the conditions of [`Pool`]).
     pub fn key(&self) -> &PoolKey {
-        &self.key
+        &self.inner.key
     }
 
     fn is_tls(&self) -> bool {
-        self.address.is_tls()
+        self.inner.address.is_tls()
     }
 
     /// `host:port` as the `host` header and `:authority` carry it.
     fn authority(&self) -> String {
-        format!("{}:{}", self.address.host(), self.address.port())
+        format!(
+            "{}:{}",
+            self.inner.address.host(),
+            self.inner.address.port()
+        )
     }
 }
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.address, f)
+        fmt::Display::fmt(&self.inner.address, f)
     }
 }
 
@@ -240,12 +254,15 @@ struct State {
     protocols: ProtocolMemory,
     watchers: Vec<Watcher>,
     monitor_running: bool,
+    /// The latest clock reading of any pool operation (see [`Shared::tick`]).
+    clock: fastfallback_proto::Instant,
 }
 
 /// A race in progress that the pool may end with a pooled connection.
 struct Watcher {
     race: u64,
-    key: PoolKey,
+    /// The origin the race connects to (its key decides which connections it is offered).
+    origin: Origin,
     offers: mpsc::UnboundedSender<Offer>,
     /// What the race's DNS answers said so far (A and AAAA), for coalescing.
     resolved: Vec<IpAddr>,
@@ -309,6 +326,7 @@ impl Pool {
                     protocols: ProtocolMemory::new(options.protocol_memory),
                     watchers: Vec::new(),
                     monitor_running: false,
+                    clock: now(),
                 }),
                 monitor: Arc::new(tokio::sync::Notify::new()),
                 races: AtomicU64::new(0),
@@ -339,19 +357,52 @@ impl Pool {
         if let Some(proxy) = address.proxy() {
             key = key.with_proxy(format!("{:?} {}:{}", proxy.kind, proxy.host, proxy.port));
         }
-        Ok(Origin { address, key })
+        Ok(Origin {
+            inner: Arc::new(OriginInner {
+                shared: Arc::clone(&self.shared),
+                address,
+                key,
+            }),
+        })
     }
 
     /// A connection that can carry one exchange to `origin`: a pooled one, or the race's new
     /// one (which is pooled for the next calls).
-    pub async fn exchange(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
-        self.shared.exchange(origin, false).await
+    ///
+    /// When a pooled connection is ready, the first poll returns it without allocating;
+    /// otherwise the rest of the work (health checks, the race) runs in a boxed future.
+    pub fn exchange<'a>(&'a self, origin: &'a Origin) -> ExchangeFuture<'a> {
+        let state = if Arc::ptr_eq(&origin.inner.shared, &self.shared) {
+            FutureState::Start(origin)
+        } else {
+            // An origin made by another pool: the same origin, for this one.
+            let origin = self.rebind(origin);
+            FutureState::Slow(Box::pin(async move {
+                origin.inner.shared.exchange(&origin, false).await
+            }))
+        };
+        ExchangeFuture { state }
+    }
+
+    /// `origin` as this pool's own.
+    fn rebind(&self, origin: &Origin) -> Origin {
+        if Arc::ptr_eq(&origin.inner.shared, &self.shared) {
+            return origin.clone();
+        }
+        Origin {
+            inner: Arc::new(OriginInner {
+                shared: Arc::clone(&self.shared),
+                address: origin.inner.address.clone(),
+                key: origin.inner.key.clone(),
+            }),
+        }
     }
 
     /// A connection of its own for one exchange to `origin`: never taken from the pool and
     /// never put in it; closed when the exchange ends.
     pub async fn exchange_exclusive(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
-        self.shared.exchange(origin, true).await
+        let origin = self.rebind(origin);
+        self.shared.exchange(&origin, true).await
     }
 
     /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
@@ -383,12 +434,93 @@ impl Pool {
     }
 }
 
+/// The future of [`Pool::exchange`].
+#[must_use = "futures do nothing unless polled"]
+pub struct ExchangeFuture<'a> {
+    state: FutureState<'a>,
+}
+
+type SlowExchange<'a> = Pin<Box<dyn Future<Output = Result<Exchange, ExchangeError>> + Send + 'a>>;
+
+enum FutureState<'a> {
+    Start(&'a Origin),
+    Slow(SlowExchange<'a>),
+    Done,
+}
+
+impl fmt::Debug for ExchangeFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExchangeFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for ExchangeFuture<'_> {
+    type Output = Result<Exchange, ExchangeError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match std::mem::replace(&mut self.state, FutureState::Done) {
+                FutureState::Start(origin) => {
+                    let shared = &origin.inner.shared;
+                    if let Some(ready) = shared.checkout_ready(origin) {
+                        return Poll::Ready(Ok(ready));
+                    }
+                    self.state = FutureState::Slow(Box::pin(shared.exchange(origin, false)));
+                }
+                FutureState::Slow(mut fut) => {
+                    let poll = fut.as_mut().poll(cx);
+                    if poll.is_pending() {
+                        self.state = FutureState::Slow(fut);
+                    }
+                    return poll;
+                }
+                FutureState::Done => return Poll::Ready(Err(ExchangeError::Closed)),
+            }
+        }
+    }
+}
+
+/// Takes what one exchange on `conn` needs (the HTTP/1 sender, or a clone of the HTTP/2 one),
+/// and the PING handle when the connection sat idle long enough to be checked (`stale`).
+/// `None` if the connection is dead.
+fn take_from(
+    conn: &mut Conn,
+    stale: bool,
+) -> Option<(Option<H1Sender>, Parts, Option<PingHandle>)> {
+    if conn.health.is_closed() {
+        return None;
+    }
+    let peer = conn.peer;
+    match &mut conn.proto {
+        Proto::Http1(slot) => {
+            let sender = slot.take().filter(|s| !s.is_closed())?;
+            let parts = Parts {
+                protocol: Protocol::Http11,
+                peer,
+                h2: None,
+            };
+            Some((Some(sender), parts, None))
+        }
+        Proto::Http2 { send, ping } => {
+            let parts = Parts {
+                protocol: Protocol::Http2,
+                peer,
+                h2: Some(send.clone()),
+            };
+            Some((None, parts, stale.then(|| Arc::clone(ping))))
+        }
+    }
+}
+
+/// An HTTP/2 connection's PING handle, behind its own lock.
+type PingHandle = Arc<tokio::sync::Mutex<Option<h2::PingPong>>>;
+
 /// A pooled connection checked out under the lock, still to be health-checked outside it.
 struct Checkout {
     lease: Lease,
     parts: Parts,
     /// An HTTP/2 connection to ping first, having sat unused this long.
-    ping: Option<Arc<tokio::sync::Mutex<Option<h2::PingPong>>>>,
+    ping: Option<PingHandle>,
 }
 
 /// A call's registration to run a race.
@@ -407,6 +539,22 @@ impl Shared {
         }
     }
 
+    /// The fast path: a pooled connection that needs no I/O to check (an HTTP/1 sender that is
+    /// ready, an HTTP/2 connection used recently). `None` sends the call down the slow path.
+    fn checkout_ready(self: &Arc<Self>, origin: &Origin) -> Option<Exchange> {
+        let mut st = self.lock();
+        let c = self.checkout(&mut st, origin)?;
+        let mut c = c;
+        let sync = c.ping.is_none() && c.lease.h1_mut().is_none_or(|h1| h1.is_ready());
+        drop(st);
+        if !sync {
+            // Given back (after the lock), and taken again by the slow path.
+            drop(c);
+            return None;
+        }
+        Exchange::pooled(c.lease, c.parts, Source::Pool, None).ok()
+    }
+
     async fn exchange(
         self: &Arc<Self>,
         origin: &Origin,
@@ -414,105 +562,94 @@ impl Shared {
     ) -> Result<Exchange, ExchangeError> {
         if exclusive {
             let registration = self.register(&mut self.lock(), origin, true);
-            return self.connect(origin, registration, true).await;
+            return Box::pin(self.connect(origin, registration, true)).await;
         }
         loop {
             let found = {
                 let mut st = self.lock();
-                match self.checkout(&mut st, &origin.key) {
+                match self.checkout(&mut st, origin) {
                     Some(c) => Ok(c),
                     None => Err(self.register(&mut st, origin, false)),
                 }
             };
             match found {
                 Ok(checkout) => {
-                    if let Some(ex) = self.verify(checkout, origin, Source::Pool).await {
+                    if let Some(ex) = self.verify(checkout, Source::Pool).await {
                         return Ok(ex);
                     }
                 }
-                Err(registration) => return self.connect(origin, registration, false).await,
+                // Boxed: the race is large, and a checkout that finds a pooled connection
+                // should not carry (and move) its state.
+                Err(registration) => {
+                    return Box::pin(self.connect(origin, registration, false)).await;
+                }
             }
         }
     }
 
     /// Takes a usable pooled connection for `key`, if there is one; connections found dead
     /// on the way are closed.
-    fn checkout(self: &Arc<Self>, st: &mut Locked<'_>, key: &PoolKey) -> Option<Checkout> {
-        let t = now();
+    ///
+    /// No clock is read for HTTP/1: the keep-alive check uses the pool's latest reading, and
+    /// the idle monitor (always running while connections exist, since their tasks need a
+    /// runtime) closes expired connections on time. An HTTP/2 connection that was idle reads
+    /// the clock, to decide on a health ping.
+    fn checkout(&self, st: &mut Locked<'_>, origin: &Origin) -> Option<Checkout> {
+        let key = &origin.inner.key;
+        let ping_after = self.options.ping_after_idle;
         loop {
-            let id = st.pool.acquire(key, t)?;
-            let lease = Lease::new(Arc::clone(self), id);
-            if let Some(c) = self.take_parts(st, lease, t) {
-                return Some(c);
+            let t = st.clock;
+            let a = st.pool.acquire_entry(key, t)?;
+            let id = a.id;
+            let was_idle = a.allocations == 1 && a.idle_since.is_some();
+            let since = a.idle_since;
+            let multiplexed = matches!(a.conn.proto, Proto::Http2 { .. });
+            let stale =
+                multiplexed && was_idle && since.is_some_and(|since| now() - since >= ping_after);
+            match take_from(a.conn, stale) {
+                Some((h1, parts, ping)) => {
+                    let mut lease = Lease::new(origin.clone(), id);
+                    lease.hold_h1(h1);
+                    return Some(Checkout { lease, parts, ping });
+                }
+                None => {
+                    if let Some(c) = st.pool.remove(id) {
+                        st.trash.push(Trash::Conn(c));
+                    }
+                }
             }
         }
     }
 
-    /// What an exchange under `lease` needs; `None` if the connection turned out dead (it is
-    /// then closed, and the lease dropped after the lock).
-    fn take_parts(&self, st: &mut Locked<'_>, lease: Lease, t: Instant) -> Option<Checkout> {
+    /// What an exchange under `lease` (already counted) needs; `None` if the connection turned
+    /// out dead (it is then closed, and the lease dropped after the lock).
+    fn take_parts(&self, st: &mut Locked<'_>, mut lease: Lease) -> Option<Checkout> {
         let id = lease.id();
-        let idle_for = st.pool.idle_since(id).map(|since| t - since);
-        let single = st.pool.allocations(id) == Some(1);
-        let ping_after = self.options.ping_after_idle;
-        let dead = st.pool.get(id).is_none_or(|conn| {
-            conn.health.is_closed()
-                || match &conn.proto {
-                    Proto::Http1(Some(s)) => s.is_closed(),
-                    Proto::Http1(None) => true,
-                    Proto::Http2 { .. } => false,
+        match st.pool.get_mut(id).and_then(|conn| take_from(conn, false)) {
+            Some((h1, parts, ping)) => {
+                lease.hold_h1(h1);
+                Some(Checkout { lease, parts, ping })
+            }
+            None => {
+                if let Some(c) = st.pool.remove(id) {
+                    st.trash.push(Trash::Conn(c));
                 }
-        });
-        if dead {
-            if let Some(c) = st.pool.remove(id) {
-                st.trash.push(Trash::Conn(c));
+                st.trash.push(Trash::Offer(Offer::Pooled(lease)));
+                None
             }
-            st.trash.push(Trash::Offer(Offer::Pooled(lease)));
-            return None;
         }
-        let conn = st.pool.get_mut(id)?;
-        let peer = conn.peer;
-        let (parts, ping) = match &mut conn.proto {
-            Proto::Http1(s) => (
-                Parts {
-                    protocol: Protocol::Http11,
-                    peer,
-                    h1: s.take(),
-                    h2: None,
-                },
-                None,
-            ),
-            Proto::Http2 { send, ping } => {
-                let stale = single && idle_for.is_some_and(|d| d >= ping_after);
-                (
-                    Parts {
-                        protocol: Protocol::Http2,
-                        peer,
-                        h1: None,
-                        h2: Some(send.clone()),
-                    },
-                    stale.then(|| Arc::clone(ping)),
-                )
-            }
-        };
-        Some(Checkout { lease, parts, ping })
     }
 
     /// Health checks that need I/O, outside the lock: an HTTP/1 sender must be ready, an HTTP/2
     /// connection idle past the threshold must answer a PING. Returns the exchange, or `None`
     /// after closing a connection that failed.
-    async fn verify(
-        self: &Arc<Self>,
-        mut c: Checkout,
-        origin: &Origin,
-        source: Source,
-    ) -> Option<Exchange> {
-        if let Some(h1) = &mut c.parts.h1
+    async fn verify(self: &Arc<Self>, mut c: Checkout, source: Source) -> Option<Exchange> {
+        if let Some(h1) = c.lease.h1_mut()
             && !h1.is_ready()
             && h1.ready().await.is_err()
         {
             self.no_new_exchanges(c.lease.id());
-            c.parts.h1 = None;
+            c.lease.spoil();
             drop(c.lease);
             return None;
         }
@@ -532,7 +669,7 @@ impl Shared {
                 return None;
             }
         }
-        Exchange::pooled(c.lease, c.parts, origin.clone(), source, None).ok()
+        Exchange::pooled(c.lease, c.parts, source, None).ok()
     }
 
     /// Registers a call that must race: single flight (lead or follow) and watching for
@@ -547,13 +684,13 @@ impl Shared {
                 leads: false,
             };
         }
-        let shared_protocol = st.protocols.get(&origin.key) != Some(Protocol::Http11);
+        let shared_protocol = st.protocols.get(&origin.inner.key) != Some(Protocol::Http11);
         let join = (self.options.single_flight && shared_protocol)
-            .then(|| st.flights.join(&origin.key, || race));
+            .then(|| st.flights.join(&origin.inner.key, || race));
         let (tx, rx) = mpsc::unbounded_channel();
         st.watchers.push(Watcher {
             race,
-            key: origin.key.clone(),
+            origin: origin.clone(),
             offers: tx,
             resolved: Vec::new(),
         });
@@ -575,7 +712,7 @@ impl Shared {
         let mut guard = RaceGuard {
             shared: Arc::clone(self),
             race: reg.race,
-            leads: reg.leads.then(|| origin.key.clone()),
+            leads: reg.leads.then(|| origin.inner.key.clone()),
         };
         let (tx, rx) = match reg.offers {
             Some(rx) => (None, rx),
@@ -596,7 +733,7 @@ impl Shared {
         };
         let end = self
             .connector
-            .race_for_pool(origin.address.clone(), link)
+            .race_for_pool(origin.inner.address.clone(), link)
             .await;
         drop(tx);
         match end.result {
@@ -608,20 +745,20 @@ impl Shared {
                 guard.finish(&end.lessons);
                 let checkout = {
                     let mut st = self.lock();
-                    let coalesced = st.pool.key(lease.id()).is_some_and(|k| *k != origin.key);
+                    let coalesced = st
+                        .pool
+                        .key(lease.id())
+                        .is_some_and(|k| *k != origin.inner.key);
                     let source = if coalesced {
                         Source::Coalesced
                     } else {
                         Source::PooledMidRace
                     };
                     // Just offered: no health ping.
-                    self.take_parts(&mut st, lease, now()).map(|mut c| {
-                        c.ping = None;
-                        (c, source)
-                    })
+                    self.take_parts(&mut st, lease).map(|c| (c, source))
                 };
                 let (c, source) = checkout.ok_or(ExchangeError::Closed)?;
-                Exchange::pooled(c.lease, c.parts, origin.clone(), source, Some(story))
+                Exchange::pooled(c.lease, c.parts, source, Some(story))
             }
             Ok(Raced::Connected(conn)) => {
                 let (stream, peer, alpn, story) = conn.into_raw();
@@ -642,14 +779,9 @@ impl Shared {
                     guard.finish(&end.lessons);
                     return Ok(Exchange::exclusive(conn, origin.clone(), story));
                 }
-                let (id, parts) = self.put(origin, conn, &mut guard, &end.lessons);
-                let ex = Exchange::pooled(
-                    Lease::new(Arc::clone(self), id),
-                    parts,
-                    origin.clone(),
-                    Source::New,
-                    Some(story),
-                );
+                let (lease, parts) = self.put(origin, conn, &mut guard, &end.lessons);
+                let id = lease.id();
+                let ex = Exchange::pooled(lease, parts, Source::New, Some(story));
                 self.offer_coalescing(id);
                 ex
             }
@@ -664,57 +796,59 @@ impl Shared {
         mut conn: Conn,
         guard: &mut RaceGuard,
         lessons: &[Lesson],
-    ) -> (PooledId, Parts) {
+    ) -> (Lease, Parts) {
         let t = now();
         let protocol = conn.protocol();
         let peer = conn.peer;
-        let parts = match &mut conn.proto {
-            Proto::Http1(s) => Parts {
-                protocol,
-                peer,
-                h1: s.take(),
-                h2: None,
-            },
-            Proto::Http2 { send, .. } => Parts {
-                protocol,
-                peer,
-                h1: None,
-                h2: Some(send.clone()),
-            },
+        let (h1, h2) = match &mut conn.proto {
+            Proto::Http1(s) => (s.take(), None),
+            Proto::Http2 { send, .. } => (None, Some(send.clone())),
         };
+        let parts = Parts { protocol, peer, h2 };
         let health = Arc::clone(&conn.health);
         let mut st = self.lock();
+        st.clock = st.clock.max(t);
         guard.unwatch(&mut st);
         let max = health.max_streams().unwrap_or(0);
-        let id = st.pool.insert(origin.key.clone(), conn, protocol, max, t);
+        let id = st
+            .pool
+            .insert(origin.inner.key.clone(), conn, protocol, max, t);
         health.set_id(id);
         st.pool.set_peer(id, peer);
         st.pool.acquire_id(id);
-        st.protocols.remember(&origin.key, protocol);
+        st.protocols.remember(&origin.inner.key, protocol);
         self.offer_capacity(&mut st, id);
         guard.land(&mut st, lessons);
         if !st.monitor_running {
             st.monitor_running = self.start_monitor();
         }
         self.monitor.notify_one();
-        (id, parts)
+        let mut lease = Lease::new(origin.clone(), id);
+        lease.hold_h1(h1);
+        (lease, parts)
     }
 
     /// Offers free exchanges on `id` to the races watching for its key, one each.
     fn offer_capacity(self: &Arc<Self>, st: &mut Locked<'_>, id: PooledId) {
-        let Some(key) = st.pool.key(id).cloned() else {
-            return;
-        };
-        let mut i = 0;
-        while i < st.watchers.len() {
-            if st.watchers[i].key != key {
-                i += 1;
-                continue;
-            }
-            if !st.pool.acquire_id(id) {
+        loop {
+            let state: &mut State = st;
+            if state.watchers.is_empty() {
                 return;
             }
-            let w = st.watchers.swap_remove(i);
+            let Some(key) = state.pool.key(id) else {
+                return;
+            };
+            let Some(i) = state
+                .watchers
+                .iter()
+                .position(|w| w.origin.inner.key == *key)
+            else {
+                return;
+            };
+            if !state.pool.acquire_id(id) {
+                return;
+            }
+            let w = state.watchers.swap_remove(i);
             self.send_offer(st, w, id);
         }
     }
@@ -722,7 +856,7 @@ impl Shared {
     /// Sends a reservation on `id` to watcher `w` (already removed from the list). If the race
     /// is gone the reservation is undone at once.
     fn send_offer(self: &Arc<Self>, st: &mut Locked<'_>, w: Watcher, id: PooledId) {
-        let lease = Lease::new(Arc::clone(self), id);
+        let lease = Lease::new(w.origin.clone(), id);
         if let Err(mpsc::error::SendError(Offer::Pooled(lease))) =
             w.offers.send(Offer::Pooled(lease))
         {
@@ -740,7 +874,7 @@ impl Shared {
             st.watchers
                 .iter()
                 .filter(|w| !w.resolved.is_empty())
-                .map(|w| (w.race, w.key.clone(), w.resolved.clone()))
+                .map(|w| (w.race, w.origin.inner.key.clone(), w.resolved.clone()))
                 .collect()
         };
         for (race, key, resolved) in candidates {
@@ -750,7 +884,7 @@ impl Shared {
                     .coalescing_candidates(&key, &resolved)
                     .any(|c| c == id)
             };
-            if usable && self.covers(id, &key.host) {
+            if usable && self.covers(id, key.host()) {
                 self.offer_to(race, id);
             }
         }
@@ -804,13 +938,13 @@ impl Shared {
                     w.resolved.push(*a);
                 }
             }
-            let (key, resolved) = (w.key.clone(), w.resolved.clone());
+            let (key, resolved) = (w.origin.inner.key.clone(), w.resolved.clone());
             let candidates: Vec<PooledId> =
                 st.pool.coalescing_candidates(&key, &resolved).collect();
             (key, candidates)
         };
         for id in candidates {
-            if self.covers(id, &key.host) {
+            if self.covers(id, key.host()) {
                 self.offer_to(race, id);
                 return;
             }
@@ -831,33 +965,40 @@ impl Shared {
         h1: Option<H1Sender>,
         reusable: bool,
     ) {
-        let Some(conn) = st.pool.get_mut(id) else {
-            return;
-        };
-        let healthy = reusable && !conn.health.is_closed();
-        if let Proto::Http1(slot) = &mut conn.proto {
-            match h1 {
-                Some(s) if healthy && !s.is_closed() => *slot = Some(s),
-                // The sender stayed in the pool (an offer that was not taken).
-                None if healthy && slot.is_some() => {}
-                _ => {
-                    if let Some(c) = st.pool.remove(id) {
-                        st.trash.push(Trash::Conn(c));
-                    }
-                    return;
-                }
-            }
-        } else if !healthy {
+        if !reusable {
+            // An HTTP/2 connection finishes its other streams; HTTP/1 closes below.
             st.pool.mark_no_new_exchanges(id);
         }
-        if let fastfallback_pool::Release::Close(c) = st.pool.release(id, now()) {
-            st.trash.push(Trash::Conn(c));
-            return;
-        }
-        self.offer_capacity(st, id);
-        if st.pool.allocations(id) == Some(0) {
-            // An idle connection: the monitor may have to close it later.
-            self.monitor.notify_one();
+        let t = now();
+        st.clock = t;
+        let released = st.pool.release_with(id, t, |conn| {
+            let healthy = reusable && !conn.health.is_closed();
+            match &mut conn.proto {
+                Proto::Http1(slot) => match h1 {
+                    Some(s) if healthy && !s.is_closed() => {
+                        *slot = Some(s);
+                        true
+                    }
+                    // The sender stayed in the pool (an offer that was not taken).
+                    None => healthy && slot.is_some(),
+                    Some(_) => false,
+                },
+                Proto::Http2 { .. } => true,
+            }
+        });
+        match released {
+            fastfallback_pool::Release::Close(c) => st.trash.push(Trash::Conn(c)),
+            fastfallback_pool::Release::Ignored => {}
+            fastfallback_pool::Release::Released => {
+                self.offer_capacity(st, id);
+                // The monitor already sleeps no longer than the keep-alive of the oldest
+                // idle connection (or the whole keep-alive when none was idle), so a
+                // connection becoming idle needs no wake-up, unless the idle limit may now be
+                // exceeded.
+                if st.pool.len() > st.pool.config().max_idle && st.pool.allocations(id) == Some(0) {
+                    self.monitor.notify_one();
+                }
+            }
         }
     }
 
@@ -870,7 +1011,7 @@ impl Shared {
     /// A 421 answered over coalesced connection `id`: never use it for that host again.
     fn misdirected(&self, id: PooledId, origin: &Origin) {
         let mut st = self.lock();
-        st.pool.forbid_coalescing(id, &origin.key.host);
+        st.pool.forbid_coalescing(id, origin.inner.key.host());
     }
 
     /// A connection's task ended: it takes no new exchange and is closed once idle.
@@ -923,7 +1064,9 @@ async fn idle_monitor(pool: Weak<Shared>, wake: Arc<tokio::sync::Notify>) {
                 return;
             };
             let mut st = shared.lock();
-            let c = st.pool.cleanup(now());
+            let t = now();
+            st.clock = t;
+            let c = st.pool.cleanup(t);
             st.trash.extend(c.closed.into_iter().map(Trash::Conn));
             if c.next_run.is_none() {
                 st.monitor_running = false;
