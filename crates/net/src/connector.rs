@@ -798,12 +798,12 @@ impl Connector {
     /// `host:port` (plain TCP). Must run inside a tokio runtime.
     pub async fn connect(&self, origin: &str) -> Result<Connection, ConnectError> {
         let address = Address::parse(origin).map_err(ConnectError::InvalidAddress)?;
-        self.race(address)?.run().await
+        connection(self.race(address)?.finish().await.0)
     }
 
     /// Races to an already parsed address.
     pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
-        self.race(address)?.run().await
+        connection(self.race(address)?.finish().await.0)
     }
 
     fn race(&self, address: Address) -> Result<Race, ConnectError> {
@@ -832,9 +832,10 @@ impl Connector {
                 };
             }
         };
-        Race::new(Arc::clone(&self.inner), address, Some(link))
-            .run_for_pool()
-            .await
+        let (result, lessons) = Race::new(Arc::clone(&self.inner), address, Some(link))
+            .finish()
+            .await;
+        RaceEnd { result, lessons }
     }
 
     /// The certificate verifier of the TLS configuration, when the connector built it (a
@@ -846,6 +847,16 @@ impl Connector {
     /// A number that names this connector's TLS configuration (pool keys carry it).
     pub(crate) fn tls_identity(&self) -> u64 {
         Arc::as_ptr(&self.inner.tls) as usize as u64
+    }
+}
+
+/// The connection a race outside the pool won.
+fn connection(raced: Result<Raced, ConnectError>) -> Result<Connection, ConnectError> {
+    match raced {
+        Ok(Raced::Connected(c)) => Ok(c),
+        // Only a race run for the pool is offered pooled connections.
+        Ok(Raced::Pooled { .. }) => Err(ConnectError::Unsupported("pooled connections")),
+        Err(e) => Err(e),
     }
 }
 
@@ -886,11 +897,16 @@ struct Race {
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
     /// so in the same turn (a finished attempt wins at once), so one slot is enough.
     finished: Option<(AttemptId, Stream, Option<Alpn>)>,
-    /// The pool's side, for races run for it.
-    link: Option<PoolLink>,
+    /// The pool's side, for races run for it (boxed: most races have none).
+    pool: Option<Box<PoolSide>>,
+}
+
+/// What a race run for the pool holds besides the race.
+struct PoolSide {
+    link: PoolLink,
     /// The pooled connection the race took, once it took one.
     pooled: Option<crate::pool::PoolLease>,
-    /// A copy of what the race taught route memory, kept for races run for the pool.
+    /// A copy of what the race taught route memory, for the calls that waited on it.
     lessons: Vec<Lesson>,
 }
 
@@ -942,9 +958,13 @@ impl Race {
             queries: Vec::new(),
             running: Vec::with_capacity(1),
             finished: None,
-            link,
-            pooled: None,
-            lessons: Vec::new(),
+            pool: link.map(|link| {
+                Box::new(PoolSide {
+                    link,
+                    pooled: None,
+                    lessons: Vec::new(),
+                })
+            }),
         }
     }
 
@@ -953,41 +973,21 @@ impl Race {
         self.finder.as_mut().expect("the race has not ended")
     }
 
-    async fn run(mut self) -> Result<Connection, ConnectError> {
-        let (ending, t) = self.drive().await;
-        match self.end(ending, t) {
-            Ok(Raced::Connected(c)) => Ok(c),
-            // Only a race run for the pool is offered pooled connections.
-            Ok(Raced::Pooled { .. }) => Err(ConnectError::Unsupported("pooled connections")),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// [`Self::run`] for the pool: hands back, besides the result, the offers the race did
-    /// not take and what it taught route memory.
-    async fn run_for_pool(mut self) -> RaceEnd {
-        let (ending, t) = self.drive().await;
-        let result = self.end(ending, t);
-        RaceEnd {
-            result,
-            lessons: std::mem::take(&mut self.lessons),
-        }
-    }
-
-    /// Runs the race until it ends: how, and when.
-    async fn drive(&mut self) -> (Ending, Instant) {
+    /// Runs the race to its end: the result, and (for races run for the pool) a copy of
+    /// what it taught route memory. One async fn, so the connect future holds one frame.
+    async fn finish(mut self) -> (Result<Raced, ConnectError>, Vec<Lesson>) {
         let mut sleep: Pin<&mut Sleep> = pin!(tokio::time::sleep_until(epoch()));
         // One clock reading per turn: the event that woke the race and everything the race
         // decides because of it happen at the same instant.
         let mut t = now();
         let mut armed_at: Option<Instant> = None;
-        loop {
+        let ending = 'race: loop {
             if self.finder().poll_timeout().is_some_and(|d| d <= t) {
                 self.finder().handle_timeout(t);
             }
             while let Some(out) = self.finder().poll_output(t) {
                 if let Some(ending) = self.act(out, t) {
-                    return (ending, t);
+                    break 'race ending;
                 }
             }
             let next = self.finder().poll_timeout();
@@ -1001,7 +1001,10 @@ impl Race {
             let wake = poll_fn(|cx| self.poll_wake(cx, sleep.as_mut(), armed)).await;
             t = now();
             self.handle(wake, t);
-        }
+        };
+        let result = self.end(ending, t);
+        let lessons = self.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
+        (result, lessons.unwrap_or_default())
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
@@ -1065,7 +1068,7 @@ impl Race {
         };
         self.finished = None;
         let mut finder = self.finder.take().expect("the race ends once");
-        let keep = self.link.is_some().then_some(&mut self.lessons);
+        let keep = self.pool.as_mut().map(|p| &mut p.lessons);
         self.inner.learn(self.network.id, &mut finder, keep);
         if winner.is_some()
             && let Some(until) = finder.dns_tail_deadline()
@@ -1101,7 +1104,12 @@ impl Race {
                     report: OnceLock::new(),
                 }))
             }
-            (Ending::Pooled(id), _) => match self.pooled.take().filter(|l| l.id() == id) {
+            (Ending::Pooled(id), _) => match self
+                .pool
+                .as_mut()
+                .and_then(|p| p.pooled.take())
+                .filter(|l| l.id() == id)
+            {
                 Some(lease) => {
                     tracing::debug!(%id, "race ended on a pooled connection");
                     story.pooled = Some(id);
@@ -1142,8 +1150,8 @@ impl Race {
         sleep: Pin<&mut Sleep>,
         armed: bool,
     ) -> Poll<Wake> {
-        if let Some(link) = &mut self.link
-            && let Poll::Ready(Some(offer)) = link.offers.poll_recv(cx)
+        if let Some(pool) = &mut self.pool
+            && let Poll::Ready(Some(offer)) = pool.link.offers.poll_recv(cx)
         {
             return Poll::Ready(Wake::Offer(offer));
         }
@@ -1179,15 +1187,17 @@ impl Race {
             Wake::Timer => {}
             Wake::Offer(Offer::Pooled(lease)) => {
                 // A race that ended already refuses it; dropping the lease gives it back.
-                if self.finder().handle_pooled(lease.id(), t) {
-                    self.pooled = Some(lease);
+                if self.finder().handle_pooled(lease.id(), t)
+                    && let Some(pool) = &mut self.pool
+                {
+                    pool.pooled = Some(lease);
                 }
             }
             Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t),
             Wake::Dns(kind, answer) => {
                 let dsts = self.network.connectivity.destinations(&answer);
                 // Only A and AAAA answers count for coalescing, not HTTPS hints (§3.7).
-                if let Some(watch) = self.link.as_ref().and_then(|l| l.watch.as_ref())
+                if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
                     && matches!(answer, DnsAnswer::Addresses(_))
                     && !dsts.is_empty()
                 {

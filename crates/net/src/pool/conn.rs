@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use bytes::Bytes;
 use fastfallback_pool::PROVISIONAL_MAX_STREAMS;
 use fastfallback_proto::{PooledId, Protocol};
+use futures::FutureExt;
 use http_body_util::Full;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -130,10 +131,9 @@ impl Conn {
                     .await
                     .map_err(ExchangeError::Http1)?;
                 let h = Arc::clone(&health);
-                let task = tokio::spawn(async move {
-                    let _ = conn.await;
-                    h.ended(&pool);
-                });
+                // `map`, not an async block: a block would hold the connection twice (the
+                // captured value and the awaited one), doubling the task.
+                let task = tokio::spawn(conn.map(move |_| h.ended(&pool)));
                 (Proto::Http1(Some(send)), task.abort_handle())
             }
             Protocol::Http2 => {
@@ -148,10 +148,7 @@ impl Conn {
                 let settings_guard = Arc::clone(&ping).try_lock_owned().ok();
                 let h = Arc::clone(&health);
                 let weak = pool.clone();
-                let task = tokio::spawn(async move {
-                    let _ = conn.await;
-                    h.ended(&weak);
-                });
+                let task = tokio::spawn(conn.map(move |_| h.ended(&weak)));
                 let limits = send.clone();
                 let h = Arc::clone(&health);
                 tokio::spawn(async move {
