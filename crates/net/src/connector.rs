@@ -46,8 +46,10 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::{ClientConfig, RootCertStore};
 use tokio::time::Sleep;
+use tracing::Instrument;
 
 use crate::attempt::{attempt_error, connect_tcp, handshake};
+use crate::events::{CallEvent, ConnectionEvent};
 use crate::report::{QueryLog, Story};
 use crate::{
     Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
@@ -712,6 +714,8 @@ struct Running {
     id: AttemptId,
     plan: ConnectPlan,
     step: Step,
+    /// The attempt's tracing span (its steps run inside it).
+    span: tracing::Span,
 }
 
 enum Wake {
@@ -743,6 +747,8 @@ pub(crate) trait Watch: Send + Sync {
 pub(crate) struct PoolLink {
     /// Start [`fastfallback_plan::RacePhase::Waiting`] (single flight).
     pub(crate) waiting: bool,
+    /// Who hears the race's DNS queries and attempts.
+    pub(crate) listeners: crate::events::Listeners,
     pub(crate) offers: tokio::sync::mpsc::UnboundedReceiver<Offer>,
     pub(crate) watch: Option<Arc<dyn Watch>>,
 }
@@ -968,6 +974,45 @@ impl Race {
         }
     }
 
+    /// The listeners of a race run for the pool, if anyone listens.
+    fn listeners(&self) -> Option<&crate::events::Listeners> {
+        self.pool
+            .as_ref()
+            .map(|p| &p.link.listeners)
+            .filter(|l| !l.is_empty())
+    }
+
+    /// Tells the listeners that attempt `id` to `route` failed (or was cancelled).
+    fn attempt_failed(&self, id: AttemptId, route: SocketAddr, error: &dyn fmt::Display) {
+        if let Some(l) = self.listeners() {
+            let error = error.to_string();
+            l.call(|| CallEvent::ConnectFailed {
+                attempt: id.get(),
+                route,
+                error: error.clone(),
+            });
+            l.connection(|| ConnectionEvent::ConnectFailed {
+                attempt: id.get(),
+                route,
+                error,
+            });
+        }
+    }
+
+    /// Tells the listeners that attempt `id` connected to `route`.
+    fn attempt_connected(&self, id: AttemptId, route: SocketAddr) {
+        if let Some(l) = self.listeners() {
+            l.call(|| CallEvent::ConnectEnd {
+                attempt: id.get(),
+                route,
+            });
+            l.connection(|| ConnectionEvent::ConnectEnd {
+                attempt: id.get(),
+                route,
+            });
+        }
+    }
+
     fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
         // The finder is taken only by `end`, after which the race is never polled again.
         self.finder.as_mut().expect("the race has not ended")
@@ -1012,6 +1057,9 @@ impl Race {
         match out {
             Output::StartQuery(kind) => {
                 tracing::debug!(name = %self.name, %kind, "query");
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::DnsStart { kind });
+                }
                 self.queries
                     .push((kind, self.inner.resolver.query(&self.name, kind)));
                 self.log.push(QueryLog {
@@ -1024,28 +1072,55 @@ impl Race {
             Output::StartAttempt { id, plan } => {
                 tracing::debug!(%id, %plan, "attempt starts");
                 let target = plan.route.target;
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::ConnectStart {
+                        attempt: id.get(),
+                        route: target,
+                    });
+                    l.connection(|| ConnectionEvent::ConnectStart {
+                        attempt: id.get(),
+                        route: target,
+                    });
+                }
+                let span = tracing::debug_span!(
+                    "attempt",
+                    id = id.get(),
+                    route = %target,
+                    family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
+                );
                 let step: StepFuture<Transport> = match &self.inner.dialer {
                     None => {
                         let inner = Arc::clone(&self.inner);
-                        Box::pin(async move { connect_tcp(target, &inner.socket).await })
+                        Box::pin(
+                            async move { connect_tcp(target, &inner.socket).await }
+                                .instrument(span.clone()),
+                        )
                     }
                     Some(dialer) => {
                         let dialing = dialer.dial(target, &self.inner.socket);
-                        Box::pin(async move {
-                            dialing
-                                .await
-                                .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
-                        })
+                        Box::pin(
+                            async move {
+                                dialing
+                                    .await
+                                    .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
+                            }
+                            .instrument(span.clone()),
+                        )
                     }
                 };
                 self.running.push(Running {
                     id,
                     plan,
                     step: Step::Tcp(step),
+                    span,
                 });
             }
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
+                if let Some(r) = self.running.iter().find(|r| r.id == id) {
+                    let route = r.plan.route.target;
+                    self.attempt_failed(id, route, &format_args!("cancelled: {reason}"));
+                }
                 // Dropping the future closes the socket now, in this turn.
                 self.running.retain(|r| r.id != id);
                 if self.finished.as_ref().is_some_and(|(f, ..)| *f == id) {
@@ -1061,6 +1136,11 @@ impl Race {
 
     /// Closes whatever is left and turns the race into its result.
     fn end(&mut self, ending: Ending, t: Instant) -> Result<Raced, ConnectError> {
+        if self.listeners().is_some() {
+            for r in &self.running {
+                self.attempt_failed(r.id, r.plan.route.target, &"cancelled: the race ended");
+            }
+        }
         self.running.clear();
         let winner = match &ending {
             Ending::Won(id) => self.finished.take().filter(|(f, ..)| f == id),
@@ -1205,6 +1285,12 @@ impl Race {
                 }
                 let sources = self.inner.sources.find(dsts);
                 self.finder().handle_dns(kind, &answer, &sources, t);
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::DnsEnd {
+                        kind,
+                        answer: answer.clone(),
+                    });
+                }
                 // The report keeps the answer itself; the race took what it needed.
                 if let Some(q) = self
                     .log
@@ -1216,17 +1302,24 @@ impl Race {
             }
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
+                let route = self.running[i].plan.route.target;
                 match self.running[i].plan.tls.clone() {
                     Some(step) => {
+                        if let Some(l) = self.listeners() {
+                            l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
+                        }
                         let config = Arc::clone(&self.inner.tls);
-                        self.running[i].step = Step::Tls(Box::pin(async move {
-                            handshake(transport, &step, &config).await
-                        }));
+                        let span = self.running[i].span.clone();
+                        self.running[i].step = Step::Tls(Box::pin(
+                            async move { handshake(transport, &step, &config).await }
+                                .instrument(span),
+                        ));
                         self.finder()
                             .handle_attempt(id, AttemptEvent::TcpConnected, t);
                     }
                     None => {
                         self.running.remove(i);
+                        self.attempt_connected(id, route);
                         self.finished = Some((id, Stream::Plain(transport), None));
                         self.finder()
                             .handle_attempt(id, AttemptEvent::Connected(None), t);
@@ -1234,14 +1327,24 @@ impl Race {
                 }
             }
             Wake::Tls(i, Ok((stream, alpn))) => {
-                let id = self.running.remove(i).id;
+                let done = self.running.remove(i);
+                let id = done.id;
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::SecureConnectEnd {
+                        attempt: id.get(),
+                        alpn: alpn.as_ref().map(ToString::to_string),
+                    });
+                }
+                self.attempt_connected(id, done.plan.route.target);
                 self.finished = Some((id, stream, alpn.clone()));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t);
             }
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
-                let id = self.running.remove(i).id;
+                let failed = self.running.remove(i);
+                let id = failed.id;
                 tracing::debug!(%id, %error, "attempt failed");
+                self.attempt_failed(id, failed.plan.route.target, &error);
                 self.finder().handle_attempt(
                     id,
                     AttemptEvent::Failed {

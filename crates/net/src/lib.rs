@@ -30,6 +30,7 @@
 mod attempt;
 mod connectivity;
 mod connector;
+mod events;
 mod pool;
 mod report;
 mod resolve;
@@ -40,8 +41,10 @@ pub use connectivity::{NetworkState, detect_connectivity, detect_network};
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
+pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener};
 pub use pool::{
-    Body, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats, Source,
+    Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
+    Source,
 };
 pub use report::{AttemptReport, QueryReport, RaceReport};
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use fastfallback_net::{
-    Connectivity, Connector, ExchangeError, FallbackPolicy, Pool, PoolOptions, Source,
-    StaticResolver,
+    Call, CallEvent, ConnectionEvent, ConnectionListener, Connectivity, Connector, EventListener,
+    ExchangeError, FallbackPolicy, Pool, PoolOptions, Source, StaticResolver,
 };
 use fastfallback_plan::PoolPolicy;
 use fastfallback_proto::Protocol;
@@ -573,4 +573,245 @@ async fn exchange_dropped_unused_gives_its_http1_connection_back() {
     let (status, _, _, source) = fetch(&pool, &setup.url("a.test"), "/").await;
     assert_eq!((status, source), (200, Source::Pool));
     assert_eq!(stats[0].connections(), 1);
+}
+
+/// Records events as short strings, in order.
+#[derive(Clone, Default)]
+struct Recorder(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Recorder {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl EventListener for Recorder {
+    fn event(&self, event: &CallEvent) {
+        let line = match event {
+            CallEvent::CallStart { .. } => "CallStart".to_owned(),
+            CallEvent::DnsStart { kind } => format!("DnsStart {kind}"),
+            CallEvent::DnsEnd { kind, .. } => format!("DnsEnd {kind}"),
+            CallEvent::ConnectStart { attempt, .. } => format!("ConnectStart #{attempt}"),
+            CallEvent::SecureConnectStart { attempt } => format!("SecureConnectStart #{attempt}"),
+            CallEvent::SecureConnectEnd { attempt, alpn } => {
+                format!(
+                    "SecureConnectEnd #{attempt} {}",
+                    alpn.as_deref().unwrap_or("-")
+                )
+            }
+            CallEvent::ConnectEnd { attempt, .. } => format!("ConnectEnd #{attempt}"),
+            CallEvent::ConnectFailed { attempt, error, .. } => {
+                format!(
+                    "ConnectFailed #{attempt} {}",
+                    error.split(':').next().unwrap_or("")
+                )
+            }
+            CallEvent::ConnectionAcquired { source, .. } => {
+                format!("ConnectionAcquired {source:?}")
+            }
+            CallEvent::ConnectionReleased { .. } => "ConnectionReleased".to_owned(),
+            CallEvent::CallEnd => "CallEnd".to_owned(),
+            CallEvent::CallFailed { .. } => "CallFailed".to_owned(),
+            other => format!("{other:?}"),
+        };
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+impl ConnectionListener for Recorder {
+    fn event(&self, event: &ConnectionEvent) {
+        let line = match event {
+            ConnectionEvent::ConnectStart { attempt, .. } => format!("ConnectStart #{attempt}"),
+            ConnectionEvent::ConnectEnd { attempt, .. } => format!("ConnectEnd #{attempt}"),
+            ConnectionEvent::ConnectFailed { attempt, .. } => format!("ConnectFailed #{attempt}"),
+            ConnectionEvent::Acquired { connection } => format!("Acquired {connection}"),
+            ConnectionEvent::Released { connection } => format!("Released {connection}"),
+            ConnectionEvent::NoNewExchanges { connection } => {
+                format!("NoNewExchanges {connection}")
+            }
+            ConnectionEvent::Closed { connection } => format!("Closed {connection}"),
+            other => format!("{other:?}"),
+        };
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+/// One call with a recording listener; returns its events.
+async fn observed_fetch(pool: &Pool, url: &str, path: &str) -> Vec<String> {
+    let calls = Recorder::default();
+    let origin = pool.origin(url).unwrap();
+    let exchange = pool
+        .call(&origin, Call::default().listener(calls.clone()))
+        .await
+        .unwrap();
+    let response = exchange.send(get(path)).await.unwrap();
+    response.into_body().bytes().await.unwrap();
+    calls.take()
+}
+
+#[tokio::test]
+async fn call_events_follow_okhttps_order_for_a_new_then_a_pooled_connection() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    let first = observed_fetch(&pool, &url, "/").await;
+    let second = observed_fetch(&pool, &url, "/").await;
+
+    assert_eq!(
+        first,
+        [
+            "CallStart",
+            // HEv3 §4: the HTTPS query goes first, then AAAA and A.
+            "DnsStart HTTPS",
+            "DnsStart AAAA",
+            "DnsStart A",
+            "DnsEnd HTTPS",
+            "DnsEnd AAAA",
+            "DnsEnd A",
+            "ConnectStart #1",
+            "SecureConnectStart #1",
+            "SecureConnectEnd #1 h2",
+            "ConnectEnd #1",
+            "ConnectionAcquired New",
+            "ConnectionReleased",
+            "CallEnd",
+        ]
+    );
+    assert_eq!(
+        second,
+        [
+            "CallStart",
+            "ConnectionAcquired Pool",
+            "ConnectionReleased",
+            "CallEnd"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn losing_attempt_is_reported_failed_when_the_winner_connects() {
+    // ::1 accepts TCP and never answers TLS; 127.0.0.1 speaks TLS. The IPv6 attempt starts
+    // first and is cancelled when the IPv4 one wins.
+    let stall = TcpListener::bind("[::1]:0").await.unwrap();
+    let port = stall.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = stall.accept().await {
+            held.push(s);
+        }
+    });
+    let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
+    let v4 = TcpListener::bind((ip(V4), port)).await.unwrap();
+    serve(
+        v4,
+        HttpOptions {
+            tls: Some(tls.with_alpn(&[H2.to_vec()])),
+            cleartext_h2: false,
+            max_streams: None,
+        },
+    );
+    let mut roots = RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let policy = FallbackPolicy::builder()
+        .attempt_delay(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
+        .root_certificates(roots)
+        .policy(policy)
+        .rng_seed(0)
+        .build()
+        .unwrap();
+    let pool = Pool::new(connector);
+
+    let events = observed_fetch(&pool, &format!("https://a.test:{port}"), "/").await;
+
+    let attempts: Vec<&String> = events
+        .iter()
+        .filter(|e| {
+            (e.starts_with("Connect") || e.starts_with("Secure")) && *e != "ConnectionReleased"
+        })
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            "ConnectStart #1",
+            "SecureConnectStart #1",
+            "ConnectStart #2",
+            "SecureConnectStart #2",
+            "SecureConnectEnd #2 h2",
+            "ConnectEnd #2",
+            "ConnectFailed #1 cancelled",
+            "ConnectionAcquired New",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn connection_events_for_new_reused_and_broken_connections() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    setup.serve(&[V4], &[H1], None).await;
+    let conns = Recorder::default();
+    let pool = Pool::with_listener(
+        setup.connector(FallbackPolicy::default()),
+        PoolOptions::default(),
+        conns.clone(),
+    );
+    let url = setup.url("a.test");
+
+    fetch(&pool, &url, "/").await;
+    assert_eq!(
+        conns.take(),
+        [
+            "ConnectStart #1",
+            "ConnectEnd #1",
+            "Acquired 1",
+            "Released 1"
+        ]
+    );
+
+    fetch(&pool, &url, "/").await;
+    assert_eq!(conns.take(), ["Acquired 1", "Released 1"]);
+
+    // A body dropped before its end breaks an HTTP/1 connection.
+    let origin = pool.origin(&url).unwrap();
+    let response = pool
+        .exchange(&origin)
+        .await
+        .unwrap()
+        .send(get("/bytes/1000000"))
+        .await
+        .unwrap();
+    drop(response);
+    assert_eq!(
+        conns.take(),
+        ["Acquired 1", "NoNewExchanges 1", "Released 1", "Closed 1"]
+    );
+}
+
+#[tokio::test]
+async fn failed_call_ends_with_call_failed() {
+    // Nothing listens on the port: the race fails.
+    let port = listen(&[V4]).await.remove(0).local_addr().unwrap().port();
+    let setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let pool = setup.pool();
+    let origin = pool.origin(&format!("https://a.test:{port}")).unwrap();
+    let calls = Recorder::default();
+
+    let result = pool
+        .call(&origin, Call::default().listener(calls.clone()))
+        .await;
+
+    assert!(result.is_err());
+    let events = calls.take();
+    assert_eq!(events.first().map(String::as_str), Some("CallStart"));
+    assert_eq!(events.last().map(String::as_str), Some("CallFailed"));
+    assert!(
+        events.iter().any(|e| e.starts_with("ConnectFailed #1")),
+        "{events:?}"
+    );
 }

@@ -601,6 +601,12 @@ impl<C> ConnectionPool<C> {
         }
     }
 
+    /// Whether connection `id` still takes new exchanges (not marked with
+    /// [`Self::mark_no_new_exchanges`]); `None` if the id is unknown.
+    pub fn takes_new_exchanges(&self, id: PooledId) -> Option<bool> {
+        self.entries.get(&id.0).map(|e| !e.no_new_exchanges)
+    }
+
     /// The handle of connection `id`.
     pub fn get(&self, id: PooledId) -> Option<&C> {
         self.entries.get(&id.0).map(|e| &e.conn)

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use http_body_util::Full;
 use super::conn::{Conn, H1Sender};
 use super::{ExchangeError, Origin};
 use crate::RaceReport;
+use crate::events::{CallEvent, ConnectionEvent, EventListener};
 use crate::report::Story;
 
 /// One exchange counted against a pooled connection. Dropping it gives the exchange back:
@@ -29,6 +30,10 @@ pub(crate) struct Lease {
     h1: Option<H1Sender>,
     /// Whether the connection can carry another exchange after this one.
     reusable: bool,
+    /// Whether listeners heard this exchange acquired (they then hear it released).
+    announced: bool,
+    /// The call's own listener, told `ConnectionReleased` and `CallEnd` when the lease ends.
+    call: CallEnd,
 }
 
 impl Lease {
@@ -39,6 +44,8 @@ impl Lease {
             id,
             h1: None,
             reusable: true,
+            announced: false,
+            call: CallEnd(None, None, None),
         }
     }
 
@@ -77,7 +84,8 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if self.id.0 != 0 {
             let h1 = self.h1.take();
-            self.origin.inner.shared.release(self.id, h1, self.reusable);
+            let shared = &self.origin.inner.shared;
+            shared.release(self.id, h1, self.reusable, self.announced);
         }
     }
 }
@@ -88,12 +96,28 @@ impl fmt::Debug for Lease {
     }
 }
 
+/// Tells a call's listener that the call ended (its connection released) when dropped: the
+/// end of the response body, or of an exchange never sent.
+struct CallEnd(Option<Arc<dyn EventListener>>, Option<u64>, Option<String>);
+
+impl Drop for CallEnd {
+    fn drop(&mut self) {
+        if let Some(l) = &self.0 {
+            l.event(&CallEvent::ConnectionReleased { connection: self.1 });
+            match self.2.take() {
+                Some(error) => l.event(&CallEvent::CallFailed { error }),
+                None => l.event(&CallEvent::CallEnd),
+            }
+        }
+    }
+}
+
 /// Where an exchange's connection lives.
 enum Carrier {
     /// In the pool: the lease counts the exchange.
     Pooled(Lease),
     /// Exclusive: never pooled, closed when the exchange ends.
-    Exclusive(Box<Conn>, Origin),
+    Exclusive(Box<Conn>, Origin, CallEnd),
     /// Moved into the response body.
     Spent,
 }
@@ -161,6 +185,7 @@ impl Exchange {
         parts: Parts,
         source: Source,
         story: Option<Story>,
+        listener: Option<Arc<dyn EventListener>>,
     ) -> Result<Self, ExchangeError> {
         let sender = match (lease.h1.is_some(), parts.h2) {
             (true, _) => Sender::Http1,
@@ -170,6 +195,18 @@ impl Exchange {
                 return Err(ExchangeError::Closed);
             }
         };
+        let connection = lease.id.0;
+        if let Some(l) = &lease.origin.inner.shared.listener {
+            l.event(&ConnectionEvent::Acquired { connection });
+        }
+        if let Some(l) = &listener {
+            l.event(&CallEvent::ConnectionAcquired {
+                connection: Some(connection),
+                source,
+            });
+        }
+        lease.announced = true;
+        lease.call = CallEnd(listener, Some(connection), None);
         Ok(Self {
             carrier: Carrier::Pooled(lease),
             sender,
@@ -182,7 +219,18 @@ impl Exchange {
     }
 
     /// An exchange on a connection that is never pooled.
-    pub(crate) fn exclusive(conn: Conn, origin: Origin, story: Story) -> Self {
+    pub(crate) fn exclusive(
+        conn: Conn,
+        origin: Origin,
+        story: Story,
+        listener: Option<Arc<dyn EventListener>>,
+    ) -> Self {
+        if let Some(l) = &listener {
+            l.event(&CallEvent::ConnectionAcquired {
+                connection: None,
+                source: Source::New,
+            });
+        }
         let protocol = conn.protocol();
         let sender = match &conn.proto {
             super::conn::Proto::Http1(_) => Sender::Http1,
@@ -190,7 +238,7 @@ impl Exchange {
         };
         Self {
             peer: conn.peer,
-            carrier: Carrier::Exclusive(Box::new(conn), origin),
+            carrier: Carrier::Exclusive(Box::new(conn), origin, CallEnd(listener, None, None)),
             sender,
             protocol,
             source: Source::New,
@@ -203,7 +251,7 @@ impl Exchange {
     fn origin(&self) -> Option<&Origin> {
         match &self.carrier {
             Carrier::Pooled(lease) => Some(&lease.origin),
-            Carrier::Exclusive(_, origin) => Some(origin),
+            Carrier::Exclusive(_, origin, _) => Some(origin),
             Carrier::Spent => None,
         }
     }
@@ -249,6 +297,22 @@ impl Exchange {
     ///
     /// The connection is given back when the returned body ends or is dropped.
     pub async fn send(mut self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
+        let sent = self.send_inner(request).await;
+        if let Err(e) = &sent {
+            let failure = Some(e.to_string());
+            match &mut self.carrier {
+                Carrier::Pooled(lease) => lease.call.2 = failure,
+                Carrier::Exclusive(_, _, end) => end.2 = failure,
+                Carrier::Spent => {}
+            }
+        }
+        sent
+    }
+
+    async fn send_inner(
+        &mut self,
+        request: Request<Bytes>,
+    ) -> Result<Response<Body>, ExchangeError> {
         let (mut head, body) = request.into_parts();
         let Some(origin) = self.origin().cloned() else {
             return Err(ExchangeError::Closed);
@@ -269,7 +333,7 @@ impl Exchange {
                 let request = Request::from_parts(head, Full::new(body));
                 let send = match &mut self.carrier {
                     Carrier::Pooled(lease) => lease.h1.as_mut(),
-                    Carrier::Exclusive(conn, _) => match &mut conn.proto {
+                    Carrier::Exclusive(conn, ..) => match &mut conn.proto {
                         super::conn::Proto::Http1(s) => s.as_mut(),
                         super::conn::Proto::Http2 { .. } => None,
                     },
@@ -345,7 +409,7 @@ impl Exchange {
         let carrier = std::mem::replace(&mut self.carrier, Carrier::Spent);
         match carrier {
             Carrier::Pooled(lease) => Keeper::Lease(lease),
-            Carrier::Exclusive(conn, _) => Keeper::Exclusive(conn),
+            Carrier::Exclusive(conn, _, end) => Keeper::Exclusive(conn, end),
             Carrier::Spent => Keeper::None,
         }
     }
@@ -354,7 +418,8 @@ impl Exchange {
 /// What keeps a connection counted while a response body is read.
 enum Keeper {
     Lease(Lease),
-    Exclusive(#[allow(dead_code)] Box<Conn>),
+    /// Held until the body ends: dropping them closes the connection and ends the call.
+    Exclusive(#[allow(dead_code)] Box<Conn>, #[allow(dead_code)] CallEnd),
     None,
 }
 

@@ -46,8 +46,10 @@ use fastfallback_proto::{Alpn, PooledId, Protocol};
 use fastfallback_route::{Address, AddressError, Host, Lesson, Scheme};
 use rustls::pki_types::{ServerName, UnixTime};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::connector::{Offer, PoolLink, Raced, Watch, now};
+use crate::events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Listeners};
 use crate::{ConnectError, Connector};
 use conn::{Conn, H1Sender, Health, Proto};
 pub use exchange::{Body, Exchange, Source};
@@ -243,6 +245,8 @@ impl fmt::Debug for Pool {
 pub(crate) struct Shared {
     connector: Connector,
     options: PoolOptions,
+    /// Told every [`ConnectionEvent`] of the pool.
+    listener: Option<Arc<dyn ConnectionListener>>,
     state: Mutex<State>,
     monitor: Arc<tokio::sync::Notify>,
     races: AtomicU64,
@@ -280,12 +284,45 @@ enum Trash {
 struct Locked<'a> {
     state: Option<MutexGuard<'a, State>>,
     trash: Vec<Trash>,
+    /// Connection events, told to the listener once the lock is released.
+    events: Vec<ConnectionEvent>,
+    listener: Option<&'a Arc<dyn ConnectionListener>>,
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         self.state = None;
+        if let Some(listener) = self.listener {
+            for event in self.events.drain(..) {
+                listener.event(&event);
+            }
+        }
         // `trash` is dropped after this, with the lock released.
+    }
+}
+
+impl Locked<'_> {
+    /// Takes a connection that left the pool to be closed after the lock.
+    fn close(&mut self, conn: Conn) {
+        if let Some(id) = conn.health.id() {
+            self.event(|| ConnectionEvent::Closed { connection: id.0 });
+        }
+        self.trash.push(Trash::Conn(conn));
+    }
+
+    /// Records a connection event for the listener, if there is one.
+    fn event(&mut self, event: impl FnOnce() -> ConnectionEvent) {
+        if self.listener.is_some() {
+            self.events.push(event());
+        }
+    }
+
+    /// Marks `id` as taking no new exchanges; the listener hears it the first time.
+    fn retire(&mut self, id: PooledId) {
+        if self.pool.takes_new_exchanges(id) == Some(true) {
+            self.pool.mark_no_new_exchanges(id);
+            self.event(|| ConnectionEvent::NoNewExchanges { connection: id.0 });
+        }
     }
 }
 
@@ -311,6 +348,24 @@ impl Pool {
 
     /// A pool over `connector` with `options`.
     pub fn with_options(connector: Connector, options: PoolOptions) -> Self {
+        Self::build(connector, options, None)
+    }
+
+    /// A pool over `connector` with `options`, telling `listener` what happens to its
+    /// connections.
+    pub fn with_listener(
+        connector: Connector,
+        options: PoolOptions,
+        listener: impl ConnectionListener,
+    ) -> Self {
+        Self::build(connector, options, Some(Arc::new(listener)))
+    }
+
+    fn build(
+        connector: Connector,
+        options: PoolOptions,
+        listener: Option<Arc<dyn ConnectionListener>>,
+    ) -> Self {
         let policy = connector.policy().pool;
         let config = PoolConfig {
             keep_alive: policy.keep_alive,
@@ -320,6 +375,7 @@ impl Pool {
             shared: Arc::new(Shared {
                 connector,
                 options,
+                listener,
                 state: Mutex::new(State {
                     pool: ConnectionPool::new(config),
                     flights: Flights::default(),
@@ -372,13 +428,20 @@ impl Pool {
     /// When a pooled connection is ready, the first poll returns it without allocating;
     /// otherwise the rest of the work (health checks, the race) runs in a boxed future.
     pub fn exchange<'a>(&'a self, origin: &'a Origin) -> ExchangeFuture<'a> {
-        let state = if Arc::ptr_eq(&origin.inner.shared, &self.shared) {
+        self.call(origin, Call::default())
+    }
+
+    /// [`Self::exchange`] with per-call settings: an exclusive connection, an
+    /// [`EventListener`] for the call's events.
+    pub fn call<'a>(&'a self, origin: &'a Origin, call: Call) -> ExchangeFuture<'a> {
+        let plain = call.listener.is_none() && !call.exclusive;
+        let state = if plain && Arc::ptr_eq(&origin.inner.shared, &self.shared) {
             FutureState::Start(origin)
         } else {
-            // An origin made by another pool: the same origin, for this one.
+            // An origin made by another pool is rebound to this one.
             let origin = self.rebind(origin);
             FutureState::Slow(Box::pin(async move {
-                origin.inner.shared.exchange(&origin, false).await
+                origin.inner.shared.exchange(&origin, &call).await
             }))
         };
         ExchangeFuture { state }
@@ -401,8 +464,7 @@ impl Pool {
     /// A connection of its own for one exchange to `origin`: never taken from the pool and
     /// never put in it; closed when the exchange ends.
     pub async fn exchange_exclusive(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
-        let origin = self.rebind(origin);
-        self.shared.exchange(&origin, true).await
+        self.call(origin, Call::default().exclusive()).await
     }
 
     /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
@@ -419,7 +481,9 @@ impl Pool {
     pub fn evict_all(&self) {
         let mut st = self.shared.lock();
         let closed = st.pool.evict_idle();
-        st.trash.extend(closed.into_iter().map(Trash::Conn));
+        for c in closed {
+            st.close(c);
+        }
     }
 
     /// What the pool holds right now.
@@ -430,6 +494,65 @@ impl Pool {
             idle: st.pool.idle_count(),
             watching: st.watchers.len(),
             flights: st.flights.len(),
+        }
+    }
+}
+
+/// Per-call settings for [`Pool::call`].
+///
+/// ```
+/// use fastfallback_net::{Call, CallEvent, EventListener};
+///
+/// struct Print;
+/// impl EventListener for Print {
+///     fn event(&self, event: &CallEvent) {
+///         println!("{event:?}");
+///     }
+/// }
+/// let call = Call::default().listener(Print).exclusive();
+/// # let _ = call;
+/// ```
+#[derive(Clone, Default)]
+pub struct Call {
+    exclusive: bool,
+    listener: Option<Arc<dyn EventListener>>,
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("exclusive", &self.exclusive)
+            .field("listener", &self.listener.is_some())
+            .finish()
+    }
+}
+
+/// The settings of [`Pool::exchange`].
+const PLAIN: Call = Call {
+    exclusive: false,
+    listener: None,
+};
+
+impl Call {
+    /// A connection of the call's own: never taken from the pool and never put in it (like
+    /// jcifs's exclusive transport); closed when the exchange ends.
+    #[must_use]
+    pub fn exclusive(mut self) -> Self {
+        self.exclusive = true;
+        self
+    }
+
+    /// Tells `listener` every [`CallEvent`] of the call.
+    #[must_use]
+    pub fn listener(mut self, listener: impl EventListener) -> Self {
+        self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    fn listeners(&self, shared: &Shared) -> Listeners {
+        Listeners {
+            call: self.listener.clone(),
+            connection: shared.listener.clone(),
         }
     }
 }
@@ -461,11 +584,12 @@ impl Future for ExchangeFuture<'_> {
         loop {
             match std::mem::replace(&mut self.state, FutureState::Done) {
                 FutureState::Start(origin) => {
+                    let _span = tracing::debug_span!("call", origin = %origin).entered();
                     let shared = &origin.inner.shared;
                     if let Some(ready) = shared.checkout_ready(origin) {
                         return Poll::Ready(Ok(ready));
                     }
-                    self.state = FutureState::Slow(Box::pin(shared.exchange(origin, false)));
+                    self.state = FutureState::Slow(Box::pin(shared.exchange(origin, &PLAIN)));
                 }
                 FutureState::Slow(mut fut) => {
                     let poll = fut.as_mut().poll(cx);
@@ -536,6 +660,8 @@ impl Shared {
         Locked {
             state: Some(self.state.lock().unwrap_or_else(|p| p.into_inner())),
             trash: Vec::new(),
+            events: Vec::new(),
+            listener: self.listener.as_ref(),
         }
     }
 
@@ -552,17 +678,37 @@ impl Shared {
             drop(c);
             return None;
         }
-        Exchange::pooled(c.lease, c.parts, Source::Pool, None).ok()
+        Exchange::pooled(c.lease, c.parts, Source::Pool, None, None).ok()
     }
 
+    /// One call: its events around [`Self::acquire`].
     async fn exchange(
         self: &Arc<Self>,
         origin: &Origin,
-        exclusive: bool,
+        call: &Call,
     ) -> Result<Exchange, ExchangeError> {
-        if exclusive {
+        let events = call.listeners(self);
+        events.call(|| CallEvent::CallStart {
+            origin: origin.to_string(),
+        });
+        let span = tracing::debug_span!("call", origin = %origin);
+        let result = self.acquire(origin, call).instrument(span).await;
+        if let Err(e) = &result {
+            events.call(|| CallEvent::CallFailed {
+                error: e.to_string(),
+            });
+        }
+        result
+    }
+
+    async fn acquire(
+        self: &Arc<Self>,
+        origin: &Origin,
+        call: &Call,
+    ) -> Result<Exchange, ExchangeError> {
+        if call.exclusive {
             let registration = self.register(&mut self.lock(), origin, true);
-            return Box::pin(self.connect(origin, registration, true)).await;
+            return Box::pin(self.connect(origin, registration, call)).await;
         }
         loop {
             let found = {
@@ -574,14 +720,14 @@ impl Shared {
             };
             match found {
                 Ok(checkout) => {
-                    if let Some(ex) = self.verify(checkout, Source::Pool).await {
+                    if let Some(ex) = self.verify(checkout, Source::Pool, call).await {
                         return Ok(ex);
                     }
                 }
                 // Boxed: the race is large, and a checkout that finds a pooled connection
                 // should not carry (and move) its state.
                 Err(registration) => {
-                    return Box::pin(self.connect(origin, registration, false)).await;
+                    return Box::pin(self.connect(origin, registration, call)).await;
                 }
             }
         }
@@ -614,7 +760,7 @@ impl Shared {
                 }
                 None => {
                     if let Some(c) = st.pool.remove(id) {
-                        st.trash.push(Trash::Conn(c));
+                        st.close(c);
                     }
                 }
             }
@@ -632,7 +778,7 @@ impl Shared {
             }
             None => {
                 if let Some(c) = st.pool.remove(id) {
-                    st.trash.push(Trash::Conn(c));
+                    st.close(c);
                 }
                 st.trash.push(Trash::Offer(Offer::Pooled(lease)));
                 None
@@ -643,7 +789,12 @@ impl Shared {
     /// Health checks that need I/O, outside the lock: an HTTP/1 sender must be ready, an HTTP/2
     /// connection idle past the threshold must answer a PING. Returns the exchange, or `None`
     /// after closing a connection that failed.
-    async fn verify(self: &Arc<Self>, mut c: Checkout, source: Source) -> Option<Exchange> {
+    async fn verify(
+        self: &Arc<Self>,
+        mut c: Checkout,
+        source: Source,
+        call: &Call,
+    ) -> Option<Exchange> {
         if let Some(h1) = c.lease.h1_mut()
             && !h1.is_ready()
             && h1.ready().await.is_err()
@@ -669,7 +820,7 @@ impl Shared {
                 return None;
             }
         }
-        Exchange::pooled(c.lease, c.parts, source, None).ok()
+        Exchange::pooled(c.lease, c.parts, source, None, call.listener.clone()).ok()
     }
 
     /// Registers a call that must race: single flight (lead or follow) and watching for
@@ -707,8 +858,9 @@ impl Shared {
         self: &Arc<Self>,
         origin: &Origin,
         reg: Registration,
-        exclusive: bool,
+        call: &Call,
     ) -> Result<Exchange, ExchangeError> {
+        let exclusive = call.exclusive;
         let mut guard = RaceGuard {
             shared: Arc::clone(self),
             race: reg.race,
@@ -723,6 +875,7 @@ impl Shared {
         };
         let link = PoolLink {
             waiting: reg.waiting,
+            listeners: call.listeners(self),
             offers: rx,
             watch: (!exclusive).then(|| {
                 Arc::new(WatchHandle {
@@ -758,7 +911,7 @@ impl Shared {
                     self.take_parts(&mut st, lease).map(|c| (c, source))
                 };
                 let (c, source) = checkout.ok_or(ExchangeError::Closed)?;
-                Exchange::pooled(c.lease, c.parts, source, Some(story))
+                Exchange::pooled(c.lease, c.parts, source, Some(story), call.listener.clone())
             }
             Ok(Raced::Connected(conn)) => {
                 let (stream, peer, alpn, story) = conn.into_raw();
@@ -777,11 +930,22 @@ impl Shared {
                 };
                 if exclusive {
                     guard.finish(&end.lessons);
-                    return Ok(Exchange::exclusive(conn, origin.clone(), story));
+                    return Ok(Exchange::exclusive(
+                        conn,
+                        origin.clone(),
+                        story,
+                        call.listener.clone(),
+                    ));
                 }
                 let (lease, parts) = self.put(origin, conn, &mut guard, &end.lessons);
                 let id = lease.id();
-                let ex = Exchange::pooled(lease, parts, Source::New, Some(story));
+                let ex = Exchange::pooled(
+                    lease,
+                    parts,
+                    Source::New,
+                    Some(story),
+                    call.listener.clone(),
+                );
                 self.offer_coalescing(id);
                 ex
             }
@@ -861,7 +1025,7 @@ impl Shared {
             w.offers.send(Offer::Pooled(lease))
         {
             let id = lease.into_id();
-            self.release_locked(st, id, None, true);
+            self.release_locked(st, id, None, true, false);
         }
         st.trash.push(Trash::Watcher(w));
     }
@@ -952,10 +1116,17 @@ impl Shared {
     }
 
     /// Ends one exchange on `id`. `h1` is the HTTP/1 sender the exchange held; `reusable`
-    /// says whether the connection may carry another exchange.
-    fn release(self: &Arc<Self>, id: PooledId, h1: Option<H1Sender>, reusable: bool) {
+    /// says whether the connection may carry another exchange; `announced` whether the
+    /// listener heard it acquired (an offer a race refused was not).
+    fn release(
+        self: &Arc<Self>,
+        id: PooledId,
+        h1: Option<H1Sender>,
+        reusable: bool,
+        announced: bool,
+    ) {
         let mut st = self.lock();
-        self.release_locked(&mut st, id, h1, reusable);
+        self.release_locked(&mut st, id, h1, reusable, announced);
     }
 
     fn release_locked(
@@ -964,10 +1135,11 @@ impl Shared {
         id: PooledId,
         h1: Option<H1Sender>,
         reusable: bool,
+        announced: bool,
     ) {
         if !reusable {
             // An HTTP/2 connection finishes its other streams; HTTP/1 closes below.
-            st.pool.mark_no_new_exchanges(id);
+            st.retire(id);
         }
         let t = now();
         st.clock = t;
@@ -987,9 +1159,17 @@ impl Shared {
             }
         });
         match released {
-            fastfallback_pool::Release::Close(c) => st.trash.push(Trash::Conn(c)),
+            fastfallback_pool::Release::Close(c) => {
+                if announced {
+                    st.event(|| ConnectionEvent::Released { connection: id.0 });
+                }
+                st.close(c);
+            }
             fastfallback_pool::Release::Ignored => {}
             fastfallback_pool::Release::Released => {
+                if announced {
+                    st.event(|| ConnectionEvent::Released { connection: id.0 });
+                }
                 self.offer_capacity(st, id);
                 // The monitor already sleeps no longer than the keep-alive of the oldest
                 // idle connection (or the whole keep-alive when none was idle), so a
@@ -1005,7 +1185,7 @@ impl Shared {
     /// Connection `id` takes no new exchange (an error on it, a GOAWAY).
     fn no_new_exchanges(&self, id: PooledId) {
         let mut st = self.lock();
-        st.pool.mark_no_new_exchanges(id);
+        st.retire(id);
     }
 
     /// A 421 answered over coalesced connection `id`: never use it for that host again.
@@ -1018,11 +1198,11 @@ impl Shared {
     fn connection_ended(&self, health: &Health) {
         let mut st = self.lock();
         if let Some(id) = health.id() {
-            st.pool.mark_no_new_exchanges(id);
+            st.retire(id);
             if st.pool.allocations(id) == Some(0)
                 && let Some(c) = st.pool.remove(id)
             {
-                st.trash.push(Trash::Conn(c));
+                st.close(c);
             }
         }
     }
@@ -1067,7 +1247,9 @@ async fn idle_monitor(pool: Weak<Shared>, wake: Arc<tokio::sync::Notify>) {
             let t = now();
             st.clock = t;
             let c = st.pool.cleanup(t);
-            st.trash.extend(c.closed.into_iter().map(Trash::Conn));
+            for closed in c.closed {
+                st.close(closed);
+            }
             if c.next_run.is_none() {
                 st.monitor_running = false;
                 return;
