@@ -190,7 +190,7 @@ impl<C> Release<C> {
 }
 
 /// The connections of one key, arranged for acquisition in O(1) on HTTP/1.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct KeyConns {
     /// HTTP/2 connections, in insertion order (the oldest with a free stream is chosen).
     multiplexed: Vec<u64>,
@@ -222,7 +222,7 @@ pub struct Acquired<'a, C> {
 }
 
 /// One pooled connection and its bookkeeping.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Entry<C> {
     key: PoolKey,
     conn: C,
@@ -312,7 +312,7 @@ impl<C> Entry<C> {
 /// assert_eq!(pool.allocations(h2), Some(2));
 /// assert_eq!(pool.get(h2), Some(&7));
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ConnectionPool<C> {
     config: PoolConfig,
     /// Every connection, by id. Ids grow with insertion, so sorting ids gives insertion order
@@ -501,6 +501,10 @@ impl<C> ConnectionPool<C> {
             }
         };
         let e = self.entries.get_mut(&id)?;
+        debug_assert!(
+            e.allocations < e.limit && !e.no_new_exchanges,
+            "the idle stack holds only idle, unmarked connections"
+        );
         let idle_since = (e.allocations == 0).then_some(e.idle_since);
         e.allocations += 1;
         Some(Acquired {
