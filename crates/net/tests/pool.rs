@@ -815,3 +815,115 @@ async fn failed_call_ends_with_call_failed() {
         "{events:?}"
     );
 }
+
+/// Waits (in real time, at most 5 s) until `cond` holds; fails the test otherwise.
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+#[tokio::test]
+async fn kept_warm_origin_has_a_connection_before_the_first_call_and_after_a_drop() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+
+    pool.keep_warm(&origin, 1);
+    eventually("a warm connection", || pool.stats().idle == 1).await;
+    assert_eq!(stats[0].connections(), 1);
+
+    let (status, _, _, source) = fetch(&pool, &setup.url("a.test"), "/").await;
+    assert_eq!(
+        (status, source),
+        (200, Source::Pool),
+        "the first call found it warm"
+    );
+
+    // The server drops it: the pool opens another without being asked.
+    stats[0].drop_connections();
+    eventually("a replacement", || {
+        stats[0].connections() == 2 && pool.stats().idle == 1
+    })
+    .await;
+    assert_eq!(pool.stats().connections, 1);
+
+    pool.keep_warm(&origin, 0);
+    stats[0].drop_connections();
+    eventually("the old one gone", || pool.stats().connections == 0).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(stats[0].connections(), 2, "no more warm-ups once stopped");
+}
+
+/// Dials that fail at once: no socket, so paused time runs the backoff exactly.
+struct Refuse;
+
+impl fastfallback_net::Dial for Refuse {
+    fn dial(
+        &self,
+        _: SocketAddr,
+        _: &fastfallback_net::SocketOptions,
+    ) -> fastfallback_net::Dialing {
+        Box::pin(std::future::ready(Err(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        ))))
+    }
+}
+
+/// Records when each warm-up attempt started, on tokio's (paused) clock.
+#[derive(Clone, Default)]
+struct Starts(Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>);
+
+impl ConnectionListener for Starts {
+    fn event(&self, event: &ConnectionEvent) {
+        if matches!(event, ConnectionEvent::ConnectStart { .. }) {
+            self.0.lock().unwrap().push(tokio::time::Instant::now());
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_warm_up_backs_off_doubling_with_jitter_up_to_the_cap() {
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new())
+        .dialer(Refuse)
+        .build()
+        .unwrap();
+    let options = PoolOptions {
+        warm_backoff: Duration::from_secs(1),
+        warm_backoff_max: Duration::from_secs(8),
+        ..PoolOptions::default()
+    };
+    let starts = Starts::default();
+    let pool = Pool::with_listener(connector, options, starts.clone());
+    let origin = pool.origin("http://192.0.2.1:80").unwrap();
+
+    pool.keep_warm(&origin, 1);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    pool.keep_warm(&origin, 0);
+
+    let times = starts.0.lock().unwrap().clone();
+    let gaps: Vec<f64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    // 1, 2, 4, 8, 8, 8… seconds, each ±20 %.
+    assert!(gaps.len() >= 6, "{gaps:?}");
+    for (i, gap) in gaps.iter().enumerate() {
+        let nominal = f64::from(1u32 << i.min(3));
+        assert!(
+            (0.8 * nominal..1.2 * nominal).contains(gap),
+            "wait {i} was {gap:.3} s, nominal {nominal} s ±20 %: {gaps:?}"
+        );
+    }
+    assert!(
+        gaps.windows(2).any(|w| w[0] != w[1]),
+        "jitter varies the waits: {gaps:?}"
+    );
+}

@@ -605,6 +605,20 @@ impl<C> ConnectionPool<C> {
         }
     }
 
+    /// How many exchanges `key`'s connections can carry at once, counting only connections
+    /// that take new exchanges: each HTTP/2 connection's stream limit, 1 per HTTP/1
+    /// connection (OkHttp's sum of allocation limits, for keeping connections warm).
+    pub fn capacity(&self, key: &PoolKey) -> u64 {
+        if !self.by_key.contains_key(key) {
+            return 0;
+        }
+        self.entries
+            .values()
+            .filter(|e| e.key == *key && !e.no_new_exchanges)
+            .map(|e| u64::from(e.limit))
+            .sum()
+    }
+
     /// Whether connection `id` still takes new exchanges (not marked with
     /// [`Self::mark_no_new_exchanges`]); `None` if the id is unknown.
     pub fn takes_new_exchanges(&self, id: PooledId) -> Option<bool> {

@@ -465,3 +465,22 @@ fn evict_idle_closes_idle_connections_and_keeps_busy_ones() {
     assert_eq!(pool.idle_since(idle), None);
     assert_eq!(pool.idle_since(busy), Some(Instant::ZERO));
 }
+
+#[test]
+fn capacity_sums_stream_limits_of_connections_that_take_exchanges() {
+    let mut pool = ConnectionPool::new(PoolConfig::default());
+    let key = PoolKey::new("example.com", 443, true);
+    assert_eq!(pool.capacity(&key), 0);
+    let h2 = pool.insert(key.clone(), "h2", Protocol::Http2, 7, Instant::ZERO);
+    pool.insert(key.clone(), "h1", Protocol::Http11, 0, Instant::ZERO);
+    pool.insert(
+        PoolKey::new("other.test", 443, true),
+        "x",
+        Protocol::Http11,
+        0,
+        Instant::ZERO,
+    );
+    assert_eq!(pool.capacity(&key), 8);
+    pool.mark_no_new_exchanges(h2);
+    assert_eq!(pool.capacity(&key), 1);
+}

@@ -82,9 +82,13 @@ impl World {
     fn put(&mut self) {
         let conn = self.next_conn;
         self.next_conn += 1;
-        let id = self
-            .pool
-            .insert(key(), conn, self.protocol, 2, Instant::from_millis(self.now));
+        let id = self.pool.insert(
+            key(),
+            conn,
+            self.protocol,
+            2,
+            Instant::from_millis(self.now),
+        );
         assert_eq!(id.0, conn);
         self.inserted.insert(conn);
     }
@@ -148,8 +152,15 @@ impl World {
             match self.pool.allocations(id) {
                 Some(n) => {
                     assert!(!self.closed.contains(&c), "closed {c} is still pooled");
-                    assert!(n <= self.pool.allocation_limit(id).unwrap_or(0), "{c} over limit");
-                    assert_eq!(n, held.get(&c).copied().unwrap_or(0), "{c}: count ≠ holders");
+                    assert!(
+                        n <= self.pool.allocation_limit(id).unwrap_or(0),
+                        "{c} over limit"
+                    );
+                    assert_eq!(
+                        n,
+                        held.get(&c).copied().unwrap_or(0),
+                        "{c}: count ≠ holders"
+                    );
                 }
                 None => assert!(
                     self.closed.contains(&c) && !held.contains_key(&c),
@@ -191,14 +202,22 @@ const BREAKER: &[Step] = &[Step::MarkFirst];
 
 #[test]
 fn every_order_of_acquire_release_put_and_evict_keeps_the_books_http1() {
-    let w = World::new(Protocol::Http11, 1, &[TWICE, CALLER, PUTTER, EVICTOR, BREAKER]);
+    let w = World::new(
+        Protocol::Http11,
+        1,
+        &[TWICE, CALLER, PUTTER, EVICTOR, BREAKER],
+    );
     // 10 steps in scripts of 4, 2, 1, 2, 1: 10! / (4! 2! 2!) orders.
     assert_eq!(explore(&w), 37800);
 }
 
 #[test]
 fn every_order_of_acquire_release_put_and_evict_keeps_the_books_http2() {
-    let w = World::new(Protocol::Http2, 1, &[CALLER, CALLER, CALLER, PUTTER, EVICTOR]);
+    let w = World::new(
+        Protocol::Http2,
+        1,
+        &[CALLER, CALLER, CALLER, PUTTER, EVICTOR],
+    );
     // 9 steps in scripts of 2, 2, 2, 1, 2: 9! / (2! 2! 2! 1! 2!) orders.
     assert_eq!(explore(&w), 22680);
 }
@@ -206,7 +225,11 @@ fn every_order_of_acquire_release_put_and_evict_keeps_the_books_http2() {
 #[test]
 fn every_order_from_an_empty_pool_keeps_the_books() {
     for protocol in [Protocol::Http11, Protocol::Http2] {
-        let w = World::new(protocol, 0, &[CALLER, CALLER, PUTTER, PUTTER, EVICTOR, BREAKER]);
+        let w = World::new(
+            protocol,
+            0,
+            &[CALLER, CALLER, PUTTER, PUTTER, EVICTOR, BREAKER],
+        );
         // 9 steps in scripts of 2, 2, 1, 1, 2, 1: 9! / (2! 2! 2!) orders.
         assert_eq!(explore(&w), 45360);
     }

@@ -41,6 +41,7 @@ pub struct HttpStats {
     connections: AtomicUsize,
     requests: AtomicUsize,
     open: AtomicUsize,
+    drops: tokio::sync::Notify,
 }
 
 impl HttpStats {
@@ -57,6 +58,12 @@ impl HttpStats {
     /// Connections still open (accepted and not yet closed by either side).
     pub fn open(&self) -> usize {
         self.open.load(Ordering::SeqCst)
+    }
+
+    /// Closes every open connection now, from the server's side (the listener keeps
+    /// accepting new ones).
+    pub fn drop_connections(&self) {
+        self.drops.notify_waiters();
     }
 }
 
@@ -86,15 +93,23 @@ pub(crate) fn serve_counted(
             s.open.fetch_add(1, Ordering::SeqCst);
             let (s, options) = (Arc::clone(&s), options.clone());
             tokio::spawn(async move {
-                match &options.tls {
-                    Some(config) => {
-                        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
-                        if let Ok(tls) = acceptor.accept(tcp).await {
-                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                            serve_one(tls, h2, n, &s, &options).await;
+                let dropped = s.drops.notified();
+                let serve = async {
+                    match &options.tls {
+                        Some(config) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
+                            if let Ok(tls) = acceptor.accept(tcp).await {
+                                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                                serve_one(tls, h2, n, &s, &options).await;
+                            }
                         }
+                        None => serve_one(tcp, options.cleartext_h2, n, &s, &options).await,
                     }
-                    None => serve_one(tcp, options.cleartext_h2, n, &s, &options).await,
+                };
+                // Dropping the serving future closes the socket.
+                tokio::select! {
+                    () = serve => {}
+                    () = dropped => {}
                 }
                 s.open.fetch_sub(1, Ordering::SeqCst);
             });

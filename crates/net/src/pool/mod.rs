@@ -182,6 +182,11 @@ pub struct PoolOptions {
     pub single_flight: bool,
     /// How many origins' protocols are remembered (default 1024).
     pub protocol_memory: usize,
+    /// [`Pool::keep_warm`]: the wait after a failed connect, doubled after each further
+    /// failure up to [`Self::warm_backoff_max`], with ±20 % jitter (default 1 s).
+    pub warm_backoff: Duration,
+    /// The longest wait between warm-up attempts (default 60 s).
+    pub warm_backoff_max: Duration,
 }
 
 impl Default for PoolOptions {
@@ -192,6 +197,8 @@ impl Default for PoolOptions {
             prior_knowledge_h2: false,
             single_flight: true,
             protocol_memory: 1024,
+            warm_backoff: Duration::from_secs(1),
+            warm_backoff_max: Duration::from_secs(60),
         }
     }
 }
@@ -249,6 +256,8 @@ pub(crate) struct Shared {
     listener: Option<Arc<dyn ConnectionListener>>,
     state: Mutex<State>,
     monitor: Arc<tokio::sync::Notify>,
+    /// Wakes the warmers when a connection closes.
+    warm: Arc<tokio::sync::Notify>,
     races: AtomicU64,
 }
 
@@ -258,8 +267,15 @@ struct State {
     protocols: ProtocolMemory,
     watchers: Vec<Watcher>,
     monitor_running: bool,
-    /// The latest clock reading of any pool operation (see [`Shared::tick`]).
+    /// The latest clock reading of any pool operation: checkouts use it instead of reading
+    /// the clock (see [`Shared::checkout`]).
     clock: fastfallback_proto::Instant,
+    /// The tasks keeping origins warm ([`Pool::keep_warm`]), by key.
+    warmers: std::collections::HashMap<
+        PoolKey,
+        tokio::task::AbortHandle,
+        fastfallback_proto::FxBuildHasher,
+    >,
 }
 
 /// A race in progress that the pool may end with a pooled connection.
@@ -287,11 +303,18 @@ struct Locked<'a> {
     /// Connection events, told to the listener once the lock is released.
     events: Vec<ConnectionEvent>,
     listener: Option<&'a Arc<dyn ConnectionListener>>,
+    /// Told when a connection closes (the warmers replace it).
+    warm: &'a tokio::sync::Notify,
+    closed_any: bool,
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        let warmers = self.closed_any && self.state.as_ref().is_some_and(|s| !s.warmers.is_empty());
         self.state = None;
+        if warmers {
+            self.warm.notify_waiters();
+        }
         if let Some(listener) = self.listener {
             for event in self.events.drain(..) {
                 listener.event(&event);
@@ -304,6 +327,7 @@ impl Drop for Locked<'_> {
 impl Locked<'_> {
     /// Takes a connection that left the pool to be closed after the lock.
     fn close(&mut self, conn: Conn) {
+        self.closed_any = true;
         if let Some(id) = conn.health.id() {
             self.event(|| ConnectionEvent::Closed { connection: id.0 });
         }
@@ -383,8 +407,10 @@ impl Pool {
                     watchers: Vec::new(),
                     monitor_running: false,
                     clock: now(),
+                    warmers: Default::default(),
                 }),
                 monitor: Arc::new(tokio::sync::Notify::new()),
+                warm: Arc::new(tokio::sync::Notify::new()),
                 races: AtomicU64::new(0),
             }),
         }
@@ -474,6 +500,39 @@ impl Pool {
     ) -> Result<http::Response<Body>, ExchangeError> {
         let origin = self.origin(&request.uri().to_string())?;
         self.exchange(&origin).await?.send(request).await
+    }
+
+    /// Keeps enough connections to `origin` open, ahead of demand, to carry
+    /// `min_concurrent_calls` exchanges at once (on HTTP/2, streams count), as OkHttp's
+    /// `AddressPolicy` did and MinIO's grid manager does. A task opens them, replaces those
+    /// that break or idle out, and after a failed connect waits
+    /// [`PoolOptions::warm_backoff`], doubling up to [`PoolOptions::warm_backoff_max`], with
+    /// ±20 % jitter. Calling it again replaces the setting; 0 stops it. Needs a tokio runtime
+    /// (without one this does nothing).
+    ///
+    /// Warm connections are ordinary pooled connections: they count toward the idle limit,
+    /// so keep `min_concurrent_calls` within [`fastfallback_plan::PoolPolicy::max_idle`] on
+    /// HTTP/1.
+    pub fn keep_warm(&self, origin: &Origin, min_concurrent_calls: usize) {
+        let origin = self.rebind(origin);
+        let key = origin.inner.key.clone();
+        let mut st = self.shared.lock();
+        if let Some(old) = st.warmers.remove(&key) {
+            old.abort();
+        }
+        if min_concurrent_calls == 0 || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let warmer = Warmer {
+            pool: Arc::downgrade(&self.shared),
+            address: origin.inner.address.clone(),
+            key: key.clone(),
+            min: min_concurrent_calls as u64,
+            wake: Arc::clone(&self.shared.warm),
+        };
+        drop(origin);
+        let task = tokio::spawn(warmer.run());
+        st.warmers.insert(key, task.abort_handle());
     }
 
     /// Closes every idle connection now (OkHttp's `evictAll`). Connections carrying exchanges
@@ -662,6 +721,8 @@ impl Shared {
             trash: Vec::new(),
             events: Vec::new(),
             listener: self.listener.as_ref(),
+            warm: &self.warm,
+            closed_any: false,
         }
     }
 
@@ -915,11 +976,7 @@ impl Shared {
             }
             Ok(Raced::Connected(conn)) => {
                 let (stream, peer, alpn, story) = conn.into_raw();
-                let protocol = match (alpn, origin.is_tls()) {
-                    (Some(Alpn::H2), true) => Protocol::Http2,
-                    (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
-                    _ => Protocol::Http11,
-                };
+                let protocol = self.protocol_for(alpn, origin);
                 let conn = match Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await
                 {
                     Ok(c) => c,
@@ -961,7 +1018,6 @@ impl Shared {
         guard: &mut RaceGuard,
         lessons: &[Lesson],
     ) -> (Lease, Parts) {
-        let t = now();
         let protocol = conn.protocol();
         let peer = conn.peer;
         let (h1, h2) = match &mut conn.proto {
@@ -969,27 +1025,87 @@ impl Shared {
             Proto::Http2 { send, .. } => (None, Some(send.clone())),
         };
         let parts = Parts { protocol, peer, h2 };
-        let health = Arc::clone(&conn.health);
         let mut st = self.lock();
-        st.clock = st.clock.max(t);
         guard.unwatch(&mut st);
+        let id = self.insert(&mut st, origin, conn, true);
+        guard.land(&mut st, lessons);
+        drop(st);
+        let mut lease = Lease::new(origin.clone(), id);
+        lease.hold_h1(h1);
+        (lease, parts)
+    }
+
+    /// Inserts a connection for `origin`, with one exchange counted for the caller when
+    /// `taken` (idle otherwise), and offers what is free to the races watching.
+    fn insert(
+        self: &Arc<Self>,
+        st: &mut Locked<'_>,
+        origin: &Origin,
+        conn: Conn,
+        taken: bool,
+    ) -> PooledId {
+        let t = now();
+        st.clock = st.clock.max(t);
+        let protocol = conn.protocol();
+        let peer = conn.peer;
+        let health = Arc::clone(&conn.health);
         let max = health.max_streams().unwrap_or(0);
         let id = st
             .pool
             .insert(origin.inner.key.clone(), conn, protocol, max, t);
         health.set_id(id);
         st.pool.set_peer(id, peer);
-        st.pool.acquire_id(id);
+        if taken {
+            st.pool.acquire_id(id);
+        }
         st.protocols.remember(&origin.inner.key, protocol);
-        self.offer_capacity(&mut st, id);
-        guard.land(&mut st, lessons);
+        self.offer_capacity(st, id);
         if !st.monitor_running {
             st.monitor_running = self.start_monitor();
         }
         self.monitor.notify_one();
-        let mut lease = Lease::new(origin.clone(), id);
-        lease.hold_h1(h1);
-        (lease, parts)
+        id
+    }
+
+    /// Opens one connection to `origin` and pools it idle (for [`Pool::keep_warm`]).
+    async fn open_idle(self: &Arc<Self>, origin: &Origin) -> Result<(), ExchangeError> {
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let link = PoolLink {
+            waiting: false,
+            listeners: Listeners {
+                call: None,
+                connection: self.listener.clone(),
+            },
+            offers: rx,
+            watch: None,
+        };
+        let end = self
+            .connector
+            .race_for_pool(origin.inner.address.clone(), link)
+            .await;
+        let conn = match end.result.map_err(ExchangeError::Connect)? {
+            Raced::Connected(conn) => conn,
+            // Only offered to races that watch, which this one does not.
+            Raced::Pooled { .. } => return Ok(()),
+        };
+        let (stream, peer, alpn, _story) = conn.into_raw();
+        let protocol = self.protocol_for(alpn, origin);
+        let conn = Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await?;
+        let mut st = self.lock();
+        let id = self.insert(&mut st, origin, conn, false);
+        drop(st);
+        self.offer_coalescing(id);
+        Ok(())
+    }
+
+    /// The protocol a new connection speaks: ALPN's choice, or prior-knowledge h2 on
+    /// cleartext when the options say so (RFC 9113 §3.3).
+    fn protocol_for(&self, alpn: Option<Alpn>, origin: &Origin) -> Protocol {
+        match (alpn, origin.is_tls()) {
+            (Some(Alpn::H2), true) => Protocol::Http2,
+            (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
+            _ => Protocol::Http11,
+        }
     }
 
     /// Offers free exchanges on `id` to the races watching for its key, one each.
@@ -1232,7 +1348,78 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // Wakes the idle monitor so it sees the pool is gone and stops.
         self.monitor.notify_one();
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for (_, warmer) in state.warmers.drain() {
+            warmer.abort();
+        }
     }
+}
+
+/// How often a warmer looks again without being woken.
+const WARM_RECHECK: Duration = Duration::from_secs(1);
+
+/// The task behind [`Pool::keep_warm`] for one origin. It holds the pool weakly: a dropped
+/// pool stops it.
+struct Warmer {
+    pool: Weak<Shared>,
+    address: Address,
+    key: PoolKey,
+    min: u64,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Warmer {
+    async fn run(self) {
+        let mut failures = 0u32;
+        // Jitter from the key's hash: spread, and repeatable per origin.
+        let mut rng = {
+            use std::hash::BuildHasher;
+            fastfallback_proto::FxBuildHasher::default().hash_one(&self.key) | 1
+        };
+        loop {
+            let Some(shared) = self.pool.upgrade() else {
+                return;
+            };
+            let short = shared.lock().pool.capacity(&self.key) < self.min;
+            if short {
+                let origin = Origin {
+                    inner: Arc::new(OriginInner {
+                        shared: Arc::clone(&shared),
+                        address: self.address.clone(),
+                        key: self.key.clone(),
+                    }),
+                };
+                let opened = shared.open_idle(&origin).await;
+                let (base, max) = (shared.options.warm_backoff, shared.options.warm_backoff_max);
+                drop((origin, shared));
+                match opened {
+                    Ok(()) => failures = 0,
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        let wait = backoff(base, max, failures, &mut rng);
+                        tracing::debug!(origin = %self.address, error = %e, ?wait, "warm-up failed");
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                continue;
+            }
+            drop(shared);
+            let _ = tokio::time::timeout(WARM_RECHECK, self.wake.notified()).await;
+        }
+    }
+}
+
+/// The wait after the `failures`-th failure in a row: `base` doubled per further failure,
+/// at most `max`, times a jitter in [0.8, 1.2).
+fn backoff(base: Duration, max: Duration, failures: u32, rng: &mut u64) -> Duration {
+    let doubled = base.saturating_mul(1u32 << failures.saturating_sub(1).min(20));
+    let wait = doubled.min(max);
+    // xorshift64
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    let unit = (*rng >> 11) as f64 / (1u64 << 53) as f64;
+    wait.mul_f64(0.8 + 0.4 * unit)
 }
 
 /// Apache HttpClient's idle connection monitor: closes connections whose keep-alive ran out
