@@ -46,7 +46,6 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::{ClientConfig, RootCertStore};
 use tokio::time::Sleep;
-use tracing::Instrument;
 
 use crate::attempt::{attempt_error, connect_tcp, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
@@ -714,8 +713,8 @@ struct Running {
     id: AttemptId,
     plan: ConnectPlan,
     step: Step,
-    /// The attempt's tracing span (its steps run inside it).
-    span: tracing::Span,
+    /// The attempt's tracing span, entered whenever its step is polled.
+    span: Option<Box<tracing::Span>>,
 }
 
 enum Wake {
@@ -1091,28 +1090,23 @@ impl Race {
                 let step: StepFuture<Transport> = match &self.inner.dialer {
                     None => {
                         let inner = Arc::clone(&self.inner);
-                        Box::pin(
-                            async move { connect_tcp(target, &inner.socket).await }
-                                .instrument(span.clone()),
-                        )
+                        Box::pin(async move { connect_tcp(target, &inner.socket).await })
                     }
                     Some(dialer) => {
                         let dialing = dialer.dial(target, &self.inner.socket);
-                        Box::pin(
-                            async move {
-                                dialing
-                                    .await
-                                    .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
-                            }
-                            .instrument(span.clone()),
-                        )
+                        Box::pin(async move {
+                            dialing
+                                .await
+                                .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
+                        })
                     }
                 };
                 self.running.push(Running {
                     id,
                     plan,
                     step: Step::Tcp(step),
-                    span,
+                    // Kept only when a subscriber wants it: a disabled span costs nothing.
+                    span: (!span.is_disabled()).then(|| Box::new(span)),
                 });
             }
             Output::CancelAttempt { id, reason } => {
@@ -1242,6 +1236,7 @@ impl Race {
             }
         }
         for (i, r) in self.running.iter_mut().enumerate() {
+            let _span = r.span.as_deref().map(tracing::Span::enter);
             match &mut r.step {
                 Step::Tcp(f) => {
                     if let Poll::Ready(res) = f.as_mut().poll(cx) {
@@ -1309,11 +1304,9 @@ impl Race {
                             l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
                         }
                         let config = Arc::clone(&self.inner.tls);
-                        let span = self.running[i].span.clone();
-                        self.running[i].step = Step::Tls(Box::pin(
-                            async move { handshake(transport, &step, &config).await }
-                                .instrument(span),
-                        ));
+                        self.running[i].step = Step::Tls(Box::pin(async move {
+                            handshake(transport, &step, &config).await
+                        }));
                         self.finder()
                             .handle_attempt(id, AttemptEvent::TcpConnected, t);
                     }

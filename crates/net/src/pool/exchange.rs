@@ -206,7 +206,9 @@ impl Exchange {
             });
         }
         lease.announced = true;
-        lease.call = CallEnd(listener, Some(connection), None);
+        // Field by field: replacing the whole value would run the old one's drop.
+        lease.call.0 = listener;
+        lease.call.1 = Some(connection);
         Ok(Self {
             carrier: Carrier::Pooled(lease),
             sender,
