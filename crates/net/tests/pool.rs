@@ -927,3 +927,21 @@ async fn failed_warm_up_backs_off_doubling_with_jitter_up_to_the_cap() {
         "jitter varies the waits: {gaps:?}"
     );
 }
+
+#[tokio::test]
+async fn send_takes_the_origin_from_an_absolute_uri_and_keeps_its_path() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let uri = format!("{}/bytes/3", setup.url("a.test"));
+
+    let response = pool
+        .send(http::Request::get(uri.as_str()).body(Bytes::new()).unwrap())
+        .await
+        .unwrap();
+
+    assert_eq!(response.into_body().bytes().await.unwrap().as_ref(), b"xxx");
+    assert_eq!(stats[0].requests(), 1);
+    assert!(pool.origin("ftp://a.test").is_err());
+    assert!(pool.origin("a.test:443").is_err(), "plain TCP is not an HTTP origin");
+}
