@@ -943,5 +943,8 @@ async fn send_takes_the_origin_from_an_absolute_uri_and_keeps_its_path() {
     assert_eq!(response.into_body().bytes().await.unwrap().as_ref(), b"xxx");
     assert_eq!(stats[0].requests(), 1);
     assert!(pool.origin("ftp://a.test").is_err());
-    assert!(pool.origin("a.test:443").is_err(), "plain TCP is not an HTTP origin");
+    assert!(
+        pool.origin("a.test:443").is_err(),
+        "plain TCP is not an HTTP origin"
+    );
 }

@@ -26,8 +26,8 @@ pub(crate) struct Lease {
     /// The origin the exchange goes to; its pool is the one the lease releases to.
     origin: Origin,
     id: PooledId,
-    /// The HTTP/1 sender while this exchange holds it.
-    h1: Option<H1Sender>,
+    /// The connection's sender while this exchange holds it.
+    held: Held,
     /// Whether the connection can carry another exchange after this one.
     reusable: bool,
     /// Whether listeners heard this exchange acquired (they then hear it released).
@@ -36,16 +36,25 @@ pub(crate) struct Lease {
     call: CallEnd,
 }
 
+/// The sender a lease holds.
+pub(crate) enum Held {
+    Nothing,
+    /// Taken out of the pooled connection; put back when the exchange ends cleanly.
+    Http1(H1Sender),
+    /// A clone of the connection's sender (one stream).
+    Http2(h2::client::SendRequest<Bytes>),
+}
+
 impl Lease {
     /// A lease on an exchange the pool already counted against `id`.
     pub(crate) fn new(origin: Origin, id: PooledId) -> Self {
         Self {
             origin,
             id,
-            h1: None,
+            held: Held::Nothing,
             reusable: true,
             announced: false,
-            call: CallEnd(None, None, None),
+            call: CallEnd(None),
         }
     }
 
@@ -54,15 +63,18 @@ impl Lease {
         self.id
     }
 
-    /// Holds the HTTP/1 sender of the connection while the exchange runs; dropping the lease
-    /// at any point gives it back.
-    pub(crate) fn hold_h1(&mut self, sender: Option<H1Sender>) {
-        self.h1 = sender;
+    /// Holds the connection's sender while the exchange runs; dropping the lease at any point
+    /// gives an HTTP/1 sender back.
+    pub(crate) fn hold(&mut self, held: Held) {
+        self.held = held;
     }
 
     /// The HTTP/1 sender this lease holds.
     pub(crate) fn h1_mut(&mut self) -> Option<&mut H1Sender> {
-        self.h1.as_mut()
+        match &mut self.held {
+            Held::Http1(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// The connection must not carry another exchange.
@@ -83,7 +95,10 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if self.id.0 != 0 {
-            let h1 = self.h1.take();
+            let h1 = match std::mem::replace(&mut self.held, Held::Nothing) {
+                Held::Http1(s) => Some(s),
+                _ => None,
+            };
             let shared = &self.origin.inner.shared;
             shared.release(self.id, h1, self.reusable, self.announced);
         }
@@ -97,14 +112,43 @@ impl fmt::Debug for Lease {
 }
 
 /// Tells a call's listener that the call ended (its connection released) when dropped: the
-/// end of the response body, or of an exchange never sent.
-struct CallEnd(Option<Arc<dyn EventListener>>, Option<u64>, Option<String>);
+/// end of the response body, or of an exchange never sent. Boxed, and only when someone
+/// listens: most calls have no listener and should not carry one.
+struct CallEnd(Option<Box<CallEndInner>>);
+
+struct CallEndInner {
+    listener: Arc<dyn EventListener>,
+    connection: Option<u64>,
+    failure: Option<String>,
+}
+
+impl CallEnd {
+    fn new(listener: Option<Arc<dyn EventListener>>, connection: Option<u64>) -> Self {
+        Self(listener.map(|listener| {
+            Box::new(CallEndInner {
+                listener,
+                connection,
+                failure: None,
+            })
+        }))
+    }
+
+    /// The call failed: its end is reported as `CallFailed`.
+    fn fail(&mut self, error: &ExchangeError) {
+        if let Some(inner) = &mut self.0 {
+            inner.failure = Some(error.to_string());
+        }
+    }
+}
 
 impl Drop for CallEnd {
     fn drop(&mut self) {
-        if let Some(l) = &self.0 {
-            l.event(&CallEvent::ConnectionReleased { connection: self.1 });
-            match self.2.take() {
+        if let Some(inner) = self.0.take() {
+            let l = &inner.listener;
+            l.event(&CallEvent::ConnectionReleased {
+                connection: inner.connection,
+            });
+            match inner.failure {
                 Some(error) => l.event(&CallEvent::CallFailed { error }),
                 None => l.event(&CallEvent::CallEnd),
             }
@@ -117,9 +161,16 @@ enum Carrier {
     /// In the pool: the lease counts the exchange.
     Pooled(Lease),
     /// Exclusive: never pooled, closed when the exchange ends.
-    Exclusive(Box<Conn>, Origin, CallEnd),
+    Exclusive(Box<Exclusive>),
     /// Moved into the response body.
     Spent,
+}
+
+/// An exclusive connection, the origin it goes to and the call's end.
+struct Exclusive {
+    conn: Conn,
+    origin: Origin,
+    end: CallEnd,
 }
 
 /// How this exchange got its connection.
@@ -140,23 +191,21 @@ pub enum Source {
 /// A connection ready to carry one exchange to an origin: from the pool, or new. Send the
 /// request with [`Exchange::send`]; the connection goes back to the pool when the response
 /// body ends (or is dropped).
+///
+/// Kept small (it is moved on every checkout): the race's story and its formatted report
+/// share one box, present only when a race ran.
 pub struct Exchange {
     carrier: Carrier,
-    sender: Sender,
     protocol: Protocol,
-    peer: SocketAddr,
     source: Source,
-    story: Option<Box<Story>>,
-    report: OnceLock<Box<RaceReport>>,
+    peer: SocketAddr,
+    story: Option<Box<StoryCell>>,
 }
 
-enum Sender {
-    /// The sender stays with the carrier (the lease or the exclusive connection), so an
-    /// exchange dropped unused gives an HTTP/1 connection back intact.
-    Http1,
-    Http2(h2::client::SendRequest<Bytes>),
-    /// Moved into the response body.
-    Spent,
+/// The race's story and, once asked for, its report.
+struct StoryCell {
+    story: Story,
+    report: OnceLock<RaceReport>,
 }
 
 impl fmt::Debug for Exchange {
@@ -170,12 +219,11 @@ impl fmt::Debug for Exchange {
     }
 }
 
-/// What [`Exchange::pooled`] needs to know about the connection.
+/// What [`Exchange::pooled`] needs to know about the connection (its sender travels in the
+/// lease).
 pub(crate) struct Parts {
     pub(crate) protocol: Protocol,
     pub(crate) peer: SocketAddr,
-    /// The HTTP/2 sender; an HTTP/1 sender travels in the lease.
-    pub(crate) h2: Option<h2::client::SendRequest<Bytes>>,
 }
 
 impl Exchange {
@@ -187,14 +235,10 @@ impl Exchange {
         story: Option<Story>,
         listener: Option<Arc<dyn EventListener>>,
     ) -> Result<Self, ExchangeError> {
-        let sender = match (lease.h1.is_some(), parts.h2) {
-            (true, _) => Sender::Http1,
-            (false, Some(h2)) => Sender::Http2(h2),
-            (false, None) => {
-                lease.reusable = false;
-                return Err(ExchangeError::Closed);
-            }
-        };
+        if matches!(lease.held, Held::Nothing) {
+            lease.reusable = false;
+            return Err(ExchangeError::Closed);
+        }
         let connection = lease.id.0;
         if let Some(l) = &lease.origin.inner.shared.listener {
             l.event(&ConnectionEvent::Acquired { connection });
@@ -204,19 +248,15 @@ impl Exchange {
                 connection: Some(connection),
                 source,
             });
+            lease.call = CallEnd::new(Some(Arc::clone(l)), Some(connection));
         }
         lease.announced = true;
-        // Field by field: replacing the whole value would run the old one's drop.
-        lease.call.0 = listener;
-        lease.call.1 = Some(connection);
         Ok(Self {
             carrier: Carrier::Pooled(lease),
-            sender,
             protocol: parts.protocol,
-            peer: parts.peer,
             source,
-            story: story.map(Box::new),
-            report: OnceLock::new(),
+            peer: parts.peer,
+            story: story.map(StoryCell::boxed),
         })
     }
 
@@ -233,19 +273,16 @@ impl Exchange {
                 source: Source::New,
             });
         }
-        let protocol = conn.protocol();
-        let sender = match &conn.proto {
-            super::conn::Proto::Http1(_) => Sender::Http1,
-            super::conn::Proto::Http2 { send, .. } => Sender::Http2(send.clone()),
-        };
         Self {
+            protocol: conn.protocol(),
             peer: conn.peer,
-            carrier: Carrier::Exclusive(Box::new(conn), origin, CallEnd(listener, None, None)),
-            sender,
-            protocol,
+            carrier: Carrier::Exclusive(Box::new(Exclusive {
+                conn,
+                origin,
+                end: CallEnd::new(listener, None),
+            })),
             source: Source::New,
-            story: Some(Box::new(story)),
-            report: OnceLock::new(),
+            story: Some(StoryCell::boxed(story)),
         }
     }
 
@@ -253,7 +290,7 @@ impl Exchange {
     fn origin(&self) -> Option<&Origin> {
         match &self.carrier {
             Carrier::Pooled(lease) => Some(&lease.origin),
-            Carrier::Exclusive(_, origin, _) => Some(origin),
+            Carrier::Exclusive(x) => Some(&x.origin),
             Carrier::Spent => None,
         }
     }
@@ -281,15 +318,15 @@ impl Exchange {
     /// The report of the race this call ran, if it ran one (a connection found in the pool
     /// at the start has none).
     pub fn report(&self) -> Option<&RaceReport> {
-        let story = self.story.as_ref()?;
-        Some(self.report.get_or_init(|| Box::new(story.report())))
+        let cell = self.story.as_ref()?;
+        Some(cell.report.get_or_init(|| cell.story.report()))
     }
 
     /// The pooled connection's id, if it is pooled.
     pub fn pooled_id(&self) -> Option<PooledId> {
         match &self.carrier {
             Carrier::Pooled(l) => Some(l.id),
-            Carrier::Exclusive(..) | Carrier::Spent => None,
+            Carrier::Exclusive(_) | Carrier::Spent => None,
         }
     }
 
@@ -301,10 +338,9 @@ impl Exchange {
     pub async fn send(mut self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
         let sent = self.send_inner(request).await;
         if let Err(e) = &sent {
-            let failure = Some(e.to_string());
             match &mut self.carrier {
-                Carrier::Pooled(lease) => lease.call.2 = failure,
-                Carrier::Exclusive(_, _, end) => end.2 = failure,
+                Carrier::Pooled(lease) => lease.call.fail(e),
+                Carrier::Exclusive(x) => x.end.fail(e),
                 Carrier::Spent => {}
             }
         }
@@ -324,78 +360,84 @@ impl Exchange {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        match &mut self.sender {
-            Sender::Http1 => {
-                head.uri = path.parse().map_err(ExchangeError::invalid)?;
-                if !head.headers.contains_key(http::header::HOST) {
-                    let host = http::HeaderValue::from_str(&origin.authority())
-                        .map_err(ExchangeError::invalid)?;
-                    head.headers.insert(http::header::HOST, host);
-                }
-                let request = Request::from_parts(head, Full::new(body));
-                let send = match &mut self.carrier {
-                    Carrier::Pooled(lease) => lease.h1.as_mut(),
-                    Carrier::Exclusive(conn, ..) => match &mut conn.proto {
-                        super::conn::Proto::Http1(s) => s.as_mut(),
-                        super::conn::Proto::Http2 { .. } => None,
-                    },
-                    Carrier::Spent => None,
-                };
-                let Some(send) = send else {
-                    return Err(ExchangeError::Closed);
-                };
-                let response = match send.send_request(request).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.spoil();
-                        return Err(ExchangeError::Http1(e));
-                    }
-                };
-                self.sender = Sender::Spent;
-                let keep = self.keeper();
-                Ok(response.map(|b| Body::http1(b, keep)))
+        if self.protocol == Protocol::Http11 {
+            head.uri = path.parse().map_err(ExchangeError::invalid)?;
+            if !head.headers.contains_key(http::header::HOST) {
+                let host = http::HeaderValue::from_str(&origin.authority())
+                    .map_err(ExchangeError::invalid)?;
+                head.headers.insert(http::header::HOST, host);
             }
-            Sender::Http2(send) => {
-                head.uri = format!(
-                    "{}://{}{path}",
-                    if origin.is_tls() { "https" } else { "http" },
-                    origin.authority()
-                )
-                .parse()
-                .map_err(ExchangeError::invalid)?;
-                let ready = send.clone().ready().await;
-                let mut ready = match ready {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.spoil();
-                        return Err(ExchangeError::Http2(e));
-                    }
-                };
-                let end = body.is_empty();
-                let (response, mut tx) =
-                    match ready.send_request(Request::from_parts(head, ()), end) {
-                        Ok(x) => x,
-                        Err(e) => {
-                            self.spoil();
-                            return Err(ExchangeError::Http2(e));
-                        }
-                    };
-                if !end {
-                    tx.send_data(body, true).map_err(ExchangeError::Http2)?;
+            let request = Request::from_parts(head, Full::new(body));
+            let send = match &mut self.carrier {
+                Carrier::Pooled(lease) => lease.h1_mut(),
+                Carrier::Exclusive(x) => match &mut x.conn.proto {
+                    super::conn::Proto::Http1(s) => s.as_mut(),
+                    super::conn::Proto::Http2 { .. } => None,
+                },
+                Carrier::Spent => None,
+            };
+            let Some(send) = send else {
+                return Err(ExchangeError::Closed);
+            };
+            let response = match send.send_request(request).await {
+                Ok(r) => r,
+                Err(e) => {
+                    self.spoil();
+                    return Err(ExchangeError::Http1(e));
                 }
-                let response = response.await.map_err(ExchangeError::Http2)?;
-                if response.status() == StatusCode::MISDIRECTED_REQUEST
-                    && self.source == Source::Coalesced
-                    && let Carrier::Pooled(lease) = &self.carrier
-                {
-                    // RFC 9110 §15.5.20: this connection must not carry this host again.
-                    lease.origin.inner.shared.misdirected(lease.id, &origin);
-                }
-                let keep = self.keeper();
-                Ok(response.map(|b| Body::http2(b, keep)))
-            }
-            Sender::Spent => Err(ExchangeError::Closed),
+            };
+            let keep = self.keeper();
+            return Ok(response.map(|b| Body::http1(b, keep)));
         }
+        head.uri = format!(
+            "{}://{}{path}",
+            if origin.is_tls() { "https" } else { "http" },
+            origin.authority()
+        )
+        .parse()
+        .map_err(ExchangeError::invalid)?;
+        let send = match &self.carrier {
+            Carrier::Pooled(lease) => match &lease.held {
+                Held::Http2(s) => Some(s.clone()),
+                _ => None,
+            },
+            Carrier::Exclusive(x) => match &x.conn.proto {
+                super::conn::Proto::Http2 { send, .. } => Some(send.clone()),
+                super::conn::Proto::Http1(_) => None,
+            },
+            Carrier::Spent => None,
+        };
+        let Some(send) = send else {
+            return Err(ExchangeError::Closed);
+        };
+        let mut ready = match send.ready().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.spoil();
+                return Err(ExchangeError::Http2(e));
+            }
+        };
+        let end = body.is_empty();
+        let (response, mut tx) = match ready.send_request(Request::from_parts(head, ()), end) {
+            Ok(x) => x,
+            Err(e) => {
+                self.spoil();
+                return Err(ExchangeError::Http2(e));
+            }
+        };
+        if !end {
+            tx.send_data(body, true).map_err(ExchangeError::Http2)?;
+        }
+        let response = response.await.map_err(ExchangeError::Http2)?;
+        if response.status() == StatusCode::MISDIRECTED_REQUEST
+            && self.source == Source::Coalesced
+            && let Carrier::Pooled(lease) = &self.carrier
+        {
+            // RFC 9110 §15.5.20: this connection must not carry this host again.
+            lease.origin.inner.shared.misdirected(lease.id, &origin);
+        }
+        let keep = self.keeper();
+        Ok(response.map(|b| Body::http2(b, keep)))
     }
 
     /// The connection cannot carry another exchange (an error on it).
@@ -411,17 +453,26 @@ impl Exchange {
         let carrier = std::mem::replace(&mut self.carrier, Carrier::Spent);
         match carrier {
             Carrier::Pooled(lease) => Keeper::Lease(lease),
-            Carrier::Exclusive(conn, _, end) => Keeper::Exclusive(conn, end),
+            Carrier::Exclusive(x) => Keeper::Exclusive(x),
             Carrier::Spent => Keeper::None,
         }
+    }
+}
+
+impl StoryCell {
+    fn boxed(story: Story) -> Box<Self> {
+        Box::new(Self {
+            story,
+            report: OnceLock::new(),
+        })
     }
 }
 
 /// What keeps a connection counted while a response body is read.
 enum Keeper {
     Lease(Lease),
-    /// Held until the body ends: dropping them closes the connection and ends the call.
-    Exclusive(#[allow(dead_code)] Box<Conn>, #[allow(dead_code)] CallEnd),
+    /// Held until the body ends: dropping it closes the connection and ends the call.
+    Exclusive(#[allow(dead_code)] Box<Exclusive>),
     None,
 }
 

@@ -53,7 +53,7 @@ use crate::events::{CallEvent, ConnectionEvent, ConnectionListener, EventListene
 use crate::{ConnectError, Connector};
 use conn::{Conn, H1Sender, Health, Proto};
 pub use exchange::{Body, Exchange, Source};
-use exchange::{Lease, Parts};
+use exchange::{Held, Lease, Parts};
 
 pub(crate) use exchange::Lease as PoolLease;
 
@@ -666,32 +666,24 @@ impl Future for ExchangeFuture<'_> {
 /// Takes what one exchange on `conn` needs (the HTTP/1 sender, or a clone of the HTTP/2 one),
 /// and the PING handle when the connection sat idle long enough to be checked (`stale`).
 /// `None` if the connection is dead.
-fn take_from(
-    conn: &mut Conn,
-    stale: bool,
-) -> Option<(Option<H1Sender>, Parts, Option<PingHandle>)> {
+fn take_from(conn: &mut Conn, stale: bool) -> Option<(Held, Parts, Option<PingHandle>)> {
     if conn.health.is_closed() {
         return None;
     }
-    let peer = conn.peer;
+    let parts = Parts {
+        protocol: conn.protocol(),
+        peer: conn.peer,
+    };
     match &mut conn.proto {
         Proto::Http1(slot) => {
             let sender = slot.take().filter(|s| !s.is_closed())?;
-            let parts = Parts {
-                protocol: Protocol::Http11,
-                peer,
-                h2: None,
-            };
-            Some((Some(sender), parts, None))
+            Some((Held::Http1(sender), parts, None))
         }
-        Proto::Http2 { send, ping } => {
-            let parts = Parts {
-                protocol: Protocol::Http2,
-                peer,
-                h2: Some(send.clone()),
-            };
-            Some((None, parts, stale.then(|| Arc::clone(ping))))
-        }
+        Proto::Http2 { send, ping } => Some((
+            Held::Http2(send.clone()),
+            parts,
+            stale.then(|| Arc::clone(ping)),
+        )),
     }
 }
 
@@ -814,9 +806,9 @@ impl Shared {
             let stale =
                 multiplexed && was_idle && since.is_some_and(|since| now() - since >= ping_after);
             match take_from(a.conn, stale) {
-                Some((h1, parts, ping)) => {
+                Some((held, parts, ping)) => {
                     let mut lease = Lease::new(origin.clone(), id);
-                    lease.hold_h1(h1);
+                    lease.hold(held);
                     return Some(Checkout { lease, parts, ping });
                 }
                 None => {
@@ -833,8 +825,8 @@ impl Shared {
     fn take_parts(&self, st: &mut Locked<'_>, mut lease: Lease) -> Option<Checkout> {
         let id = lease.id();
         match st.pool.get_mut(id).and_then(|conn| take_from(conn, false)) {
-            Some((h1, parts, ping)) => {
-                lease.hold_h1(h1);
+            Some((held, parts, ping)) => {
+                lease.hold(held);
                 Some(Checkout { lease, parts, ping })
             }
             None => {
@@ -1018,20 +1010,21 @@ impl Shared {
         guard: &mut RaceGuard,
         lessons: &[Lesson],
     ) -> (Lease, Parts) {
-        let protocol = conn.protocol();
-        let peer = conn.peer;
-        let (h1, h2) = match &mut conn.proto {
-            Proto::Http1(s) => (s.take(), None),
-            Proto::Http2 { send, .. } => (None, Some(send.clone())),
+        let parts = Parts {
+            protocol: conn.protocol(),
+            peer: conn.peer,
         };
-        let parts = Parts { protocol, peer, h2 };
+        let held = match &mut conn.proto {
+            Proto::Http1(s) => s.take().map_or(Held::Nothing, Held::Http1),
+            Proto::Http2 { send, .. } => Held::Http2(send.clone()),
+        };
         let mut st = self.lock();
         guard.unwatch(&mut st);
         let id = self.insert(&mut st, origin, conn, true);
         guard.land(&mut st, lessons);
         drop(st);
         let mut lease = Lease::new(origin.clone(), id);
-        lease.hold_h1(h1);
+        lease.hold(held);
         (lease, parts)
     }
 
