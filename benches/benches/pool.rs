@@ -133,6 +133,7 @@ async fn server(tls: &TlsMaterial, alpn: &[u8]) -> (u16, Arc<HttpStats>) {
         tls: Some(tls.with_alpn(&[alpn.to_vec()])),
         cleartext_h2: false,
         max_streams: None,
+        ..HttpOptions::default()
     };
     (port, serve(listener, options))
 }

@@ -32,11 +32,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use fastfallback_plan::{
-    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, MAX_MEMORY_TTL, PolicyError, RaceInput,
+    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, MAX_MEMORY_TTL, PolicyError,
+    RaceInput, SpareWinners,
 };
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, AttemptId, DnsAnswer, Instant, Output, Phase, PooledId,
-    QueryKind, RaceError, Winner,
+    Alpn, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant, Output, Phase,
+    PooledId, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
     Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, RouteDatabase,
@@ -736,10 +737,25 @@ pub(crate) enum Offer {
 }
 
 /// Where a race run for the pool reports what it resolved, so the pool can offer a connection
-/// it may coalesce (spec/okhttp-connection-layer.md §3.7).
+/// it may coalesce (spec/okhttp-connection-layer.md §3.7), and hands over the attempts it
+/// kept after losing (`SpareWinners::Pool`).
 pub(crate) trait Watch: Send + Sync {
     /// The race now knows these addresses of its origin.
     fn resolved(&self, addresses: &[std::net::IpAddr]);
+    /// An attempt that lost the race but was kept: it finishes in the background and, if it
+    /// connects, may be pooled.
+    fn adopt(&self, spare: Spare);
+}
+
+/// A losing attempt kept to finish on its own.
+pub(crate) type Spare = Pin<Box<dyn Future<Output = SpareEnd> + Send>>;
+
+/// How a kept attempt ended: its id and route, and its stream with what ALPN chose, or `None`
+/// if it failed or ran past the attempt timeout.
+pub(crate) struct SpareEnd {
+    pub(crate) attempt: AttemptId,
+    pub(crate) route: SocketAddr,
+    pub(crate) connected: Option<(Stream, Option<Alpn>)>,
 }
 
 /// How a race run for the pool is wired to it.
@@ -909,6 +925,8 @@ struct Race {
 /// What a race run for the pool holds besides the race.
 struct PoolSide {
     link: PoolLink,
+    /// Attempts that lost but are kept (`SpareWinners::Pool`).
+    spares: Vec<Running>,
     /// The pooled connection the race took, once it took one.
     pooled: Option<crate::pool::PoolLease>,
     /// A copy of what the race taught route memory, for the calls that waited on it.
@@ -966,6 +984,7 @@ impl Race {
             pool: link.map(|link| {
                 Box::new(PoolSide {
                     link,
+                    spares: Vec::new(),
                     pooled: None,
                     lessons: Vec::new(),
                 })
@@ -1047,8 +1066,46 @@ impl Race {
             self.handle(wake, t);
         };
         let result = self.end(ending, t);
+        self.hand_over_spares();
         let lessons = self.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
         (result, lessons.unwrap_or_default())
+    }
+
+    /// Gives the attempts kept after losing to the pool, each as a future that finishes its
+    /// connect (bounded by the attempt timeout).
+    fn hand_over_spares(&mut self) {
+        let Some(pool) = &mut self.pool else {
+            return;
+        };
+        let Some(watch) = pool.link.watch.clone() else {
+            return;
+        };
+        for spare in pool.spares.drain(..) {
+            let config = Arc::clone(&self.inner.tls);
+            let limit = self.inner.policy.attempt_timeout;
+            let (attempt, route) = (spare.id, spare.plan.route.target);
+            let tls = spare.plan.tls.clone();
+            let step = spare.step;
+            let done = async move {
+                match step {
+                    Step::Tcp(f) => {
+                        let transport = f.await.ok()?;
+                        match tls {
+                            Some(tls) => handshake(transport, &tls, &config).await.ok(),
+                            None => Some((Stream::Plain(transport), None)),
+                        }
+                    }
+                    Step::Tls(f) => f.await.ok(),
+                }
+            };
+            watch.adopt(Box::pin(async move {
+                SpareEnd {
+                    attempt,
+                    route,
+                    connected: tokio::time::timeout(limit, done).await.ok().flatten(),
+                }
+            }));
+        }
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
@@ -1111,6 +1168,27 @@ impl Race {
             }
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
+                if reason == CancelReason::LostRace
+                    && self.inner.policy.spare_winners == SpareWinners::Pool
+                    && let Some(pool) = &mut self.pool
+                    && pool.link.watch.is_some()
+                    && let Some(at) = self.running.iter().position(|r| r.id == id)
+                {
+                    // Kept: it finishes on its own after the race and may be pooled. For the
+                    // call it is over.
+                    let spare = self.running.remove(at);
+                    if let Some(l) = pool.link.listeners.call.as_ref() {
+                        l.event(&CallEvent::ConnectFailed {
+                            attempt: id.get(),
+                            route: spare.plan.route.target,
+                            error: format!(
+                                "cancelled: {reason} (kept, to be pooled if it connects)"
+                            ),
+                        });
+                    }
+                    pool.spares.push(spare);
+                    return None;
+                }
                 if let Some(r) = self.running.iter().find(|r| r.id == id) {
                     let route = r.plan.route.target;
                     self.attempt_failed(id, route, &format_args!("cancelled: {reason}"));

@@ -12,7 +12,7 @@ use fastfallback_net::{
     Call, CallEvent, ConnectionEvent, ConnectionListener, Connectivity, Connector, EventListener,
     ExchangeError, FallbackPolicy, Pool, PoolOptions, Source, StaticResolver,
 };
-use fastfallback_plan::PoolPolicy;
+use fastfallback_plan::{PoolPolicy, SpareWinners};
 use fastfallback_proto::Protocol;
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
@@ -73,6 +73,7 @@ impl Setup {
                         tls: Some(self.tls.with_alpn(&alpn)),
                         cleartext_h2: false,
                         max_streams,
+                        ..HttpOptions::default()
                     },
                 )
             })
@@ -469,6 +470,7 @@ async fn prior_knowledge_h2_on_cleartext() {
             tls: None,
             cleartext_h2: true,
             max_streams: None,
+            ..HttpOptions::default()
         },
     );
     let connector = Connector::builder()
@@ -710,6 +712,7 @@ async fn losing_attempt_is_reported_failed_when_the_winner_connects() {
             tls: Some(tls.with_alpn(&[H2.to_vec()])),
             cleartext_h2: false,
             max_streams: None,
+            ..HttpOptions::default()
         },
     );
     let mut roots = RootCertStore::empty();
@@ -946,5 +949,55 @@ async fn send_takes_the_origin_from_an_absolute_uri_and_keeps_its_path() {
     assert!(
         pool.origin("a.test:443").is_err(),
         "plain TCP is not an HTTP origin"
+    );
+}
+
+/// ::1 answers TLS 150 ms late, 127.0.0.1 at once; the IPv6 attempt starts first and loses to
+/// IPv4 50 ms later. Returns the pool's connection count and the slow server's open
+/// connections once the loser had time to finish.
+async fn race_with_a_slow_ipv6_loser(spare: SpareWinners) -> (usize, usize) {
+    let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
+    let v6 = TcpListener::bind("[::1]:0").await.unwrap();
+    let port = v6.local_addr().unwrap().port();
+    let v4 = TcpListener::bind((ip(V4), port)).await.unwrap();
+    let options = |delay| HttpOptions {
+        tls: Some(tls.with_alpn(&[H2.to_vec()])),
+        accept_delay: delay,
+        ..HttpOptions::default()
+    };
+    let slow = serve(v6, options(Some(Duration::from_millis(150))));
+    serve(v4, options(None));
+    let mut roots = RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let policy = FallbackPolicy::builder()
+        .attempt_delay(Duration::from_millis(50))
+        .spare_winners(spare)
+        .build()
+        .unwrap();
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
+        .root_certificates(roots)
+        .policy(policy)
+        .rng_seed(0)
+        .build()
+        .unwrap();
+    let pool = Pool::new(connector);
+    let url = format!("https://a.test:{port}");
+    let (status, _, _, source) = fetch(&pool, &url, "/").await;
+    assert_eq!((status, source), (200, Source::New));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    (pool.stats().connections, slow.open())
+}
+
+#[tokio::test]
+async fn losing_h2_attempt_that_still_connects_is_pooled_only_when_spare_winners_are_kept() {
+    assert_eq!(
+        race_with_a_slow_ipv6_loser(SpareWinners::Close).await,
+        (1, 0)
+    );
+    assert_eq!(
+        race_with_a_slow_ipv6_loser(SpareWinners::Pool).await,
+        (2, 1)
     );
 }

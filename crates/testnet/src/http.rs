@@ -33,6 +33,8 @@ pub struct HttpOptions {
     pub cleartext_h2: bool,
     /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS (default: the h2 crate's, unlimited).
     pub max_streams: Option<u32>,
+    /// Wait this long after accepting a connection before the TLS handshake (a slow server).
+    pub accept_delay: Option<Duration>,
 }
 
 /// What a test HTTP server has seen.
@@ -95,6 +97,9 @@ pub(crate) fn serve_counted(
             tokio::spawn(async move {
                 let dropped = s.drops.notified();
                 let serve = async {
+                    if let Some(delay) = options.accept_delay {
+                        tokio::time::sleep(delay).await;
+                    }
                     match &options.tls {
                         Some(config) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));

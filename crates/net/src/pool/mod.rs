@@ -934,6 +934,7 @@ impl Shared {
                 Arc::new(WatchHandle {
                     shared: Arc::downgrade(self),
                     race: reg.race,
+                    origin: origin.clone(),
                 }) as Arc<dyn Watch>
             }),
         };
@@ -1488,10 +1489,12 @@ impl Drop for RaceGuard {
     }
 }
 
-/// The race's window on the pool: it reports what it resolved.
+/// The race's window on the pool: it reports what it resolved, and hands over the attempts
+/// it kept after losing.
 struct WatchHandle {
     shared: Weak<Shared>,
     race: u64,
+    origin: Origin,
 }
 
 impl Watch for WatchHandle {
@@ -1499,5 +1502,45 @@ impl Watch for WatchHandle {
         if let Some(shared) = self.shared.upgrade() {
             shared.resolved(self.race, addresses);
         }
+    }
+
+    /// `SpareWinners::Pool`: a losing attempt that still connects over HTTP/2 is pooled idle
+    /// (its streams can serve the next calls); anything else is closed.
+    fn adopt(&self, spare: crate::connector::Spare) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let origin = self.origin.clone();
+        tokio::spawn(async move {
+            let end = spare.await;
+            let shared = Arc::clone(&origin.inner.shared);
+            let (attempt, route) = (end.attempt.get(), end.route);
+            let Some((stream, alpn)) = end.connected else {
+                if let Some(l) = &shared.listener {
+                    l.event(&ConnectionEvent::ConnectFailed {
+                        attempt,
+                        route,
+                        error: "kept after losing the race; did not connect".to_owned(),
+                    });
+                }
+                return;
+            };
+            if let Some(l) = &shared.listener {
+                l.event(&ConnectionEvent::ConnectEnd { attempt, route });
+            }
+            let peer = route;
+            if shared.protocol_for(alpn, &origin) != Protocol::Http2 {
+                // Not worth keeping: dropping it closes it.
+                return;
+            }
+            let weak = Arc::downgrade(&shared);
+            let Ok(conn) = Conn::handshake(stream, peer, Protocol::Http2, weak).await else {
+                return;
+            };
+            let mut st = shared.lock();
+            let id = shared.insert(&mut st, &origin, conn, false);
+            drop(st);
+            shared.offer_coalescing(id);
+        });
     }
 }
