@@ -720,3 +720,44 @@ fn waiting_call_sends_nothing_and_shares_the_first_calls_h2_connection() {
     assert_eq!(syns.len(), 2, "a's IPv6 and IPv4 SYNs only: {syns:?}");
     assert_eq!(net.accepted(SocketAddr::new(v4(0), TLS_PORT)), 1);
 }
+
+/// HTTP/1.1 over TLS on the test network: two calls in a row share one connection, and the
+/// wire saw one SYN for them.
+#[test]
+fn http1_calls_in_a_row_reuse_one_connection_on_the_wire() {
+    let Some(net) = network("http1_calls_in_a_row_reuse_one_connection_on_the_wire") else {
+        return;
+    };
+    for ip in [v6(0), v4(0)] {
+        net.serve(
+            SocketAddr::new(ip, TLS_PORT),
+            ServerKind::Http {
+                alpn: vec![b"http/1.1".to_vec()],
+                max_streams: None,
+            },
+        )
+        .unwrap();
+    }
+    net.set_rules(vec![Rule::delay(
+        Match::Addr(v6(0)),
+        Duration::from_millis(5),
+    )]);
+    let sources = net.block_on_client(async {
+        let pool = Pool::new(connector(&net, FallbackPolicy::default()));
+        let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
+        let mut sources = Vec::new();
+        for _ in 0..2 {
+            let exchange = pool.exchange(&origin).await.unwrap();
+            sources.push(exchange.source());
+            assert_eq!(exchange.protocol(), fastfallback_proto::Protocol::Http11);
+            let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
+            let body = exchange.send(request).await.unwrap().into_body();
+            assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
+        }
+        sources
+    });
+    assert_eq!(sources, [Source::New, Source::Pool]);
+    let syns = syn_offsets(&net);
+    assert_eq!(syns.len(), 1, "one connection for both calls: {syns:?}");
+    assert_eq!(syns[0].1, SocketAddr::new(v6(0), TLS_PORT));
+}
