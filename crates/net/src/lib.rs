@@ -31,6 +31,7 @@ mod attempt;
 mod connectivity;
 mod connector;
 mod events;
+mod hyper_connector;
 mod pool;
 mod report;
 mod resolve;
@@ -42,6 +43,7 @@ pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
 pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener};
+pub use hyper_connector::{ConnectInfo, HyperConnecting, HyperConnector, HyperIo};
 pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
     Source,

@@ -1,0 +1,111 @@
+//! The engine under hyper-util's legacy `Client`: `HyperConnector` against real loopback
+//! servers (hyper's HTTP/1 server and the h2 crate's HTTP/2 server over TLS with ALPN), with
+//! the race's report read back from each response.
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use fastfallback_net::{ConnectInfo, Connectivity, Connector, HyperConnector, StaticResolver};
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::net::TcpListener;
+
+async fn tls_server(tls: &TlsMaterial, alpn: &[u8]) -> (u16, std::sync::Arc<HttpStats>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let options = HttpOptions {
+        tls: Some(tls.with_alpn(&[alpn.to_vec()])),
+        ..HttpOptions::default()
+    };
+    (port, serve(listener, options))
+}
+
+fn client(tls: &TlsMaterial) -> Client<HyperConnector, Empty<Bytes>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("a.test", [localhost]))
+        .root_certificates(roots)
+        .build()
+        .unwrap();
+    Client::builder(TokioExecutor::new()).build(HyperConnector::new(connector))
+}
+
+/// Two GETs through one client: (HTTP version, body, the report's winning route, the server's
+/// connection numbers).
+async fn two_gets(alpn: &[u8]) -> (http::Version, Bytes, String, [String; 2], usize) {
+    let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
+    let (port, stats) = tls_server(&tls, alpn).await;
+    let client = client(&tls);
+    let uri: http::Uri = format!("https://a.test:{port}/").parse().unwrap();
+    let mut conns = [String::new(), String::new()];
+    let mut last = None;
+    for c in &mut conns {
+        let response = client.get(uri.clone()).await.unwrap();
+        *c = response.headers()["x-conn"].to_str().unwrap().to_owned();
+        let version = response.version();
+        let info = response.extensions().get::<ConnectInfo>().cloned().unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        last = Some((version, body, info));
+    }
+    let (version, body, info) = last.unwrap();
+    let report = info.report();
+    let winner = report.winning_attempt().unwrap().route.to_string();
+    assert_eq!(info.peer_addr().port(), port);
+    (version, body, winner, conns, stats.connections())
+}
+
+#[tokio::test]
+async fn hyper_util_client_speaks_http1_over_the_race_and_reads_its_report() {
+    let (version, body, winner, conns, accepted) = two_gets(b"http/1.1").await;
+    assert_eq!(version, http::Version::HTTP_11);
+    assert_eq!(body.as_ref(), b"ok");
+    assert!(winner.starts_with("127.0.0.1:"), "{winner}");
+    assert_eq!(
+        conns[0], conns[1],
+        "hyper-util's pool reused the raced connection"
+    );
+    assert_eq!(accepted, 1);
+}
+
+#[tokio::test]
+async fn hyper_util_client_speaks_h2_when_alpn_chose_it() {
+    let (version, body, _, conns, accepted) = two_gets(b"h2").await;
+    assert_eq!(
+        version,
+        http::Version::HTTP_2,
+        "negotiated_h2 was set from ALPN"
+    );
+    assert_eq!(body.as_ref(), b"ok");
+    assert_eq!(conns[0], conns[1]);
+    assert_eq!(accepted, 1);
+}
+
+#[tokio::test]
+async fn a_failed_race_is_a_connect_error_for_hyper_util() {
+    let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = client(&tls);
+    let err = client
+        .get(format!("https://a.test:{port}/").parse().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    let source = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(
+        source.contains("cannot connect to https://a.test"),
+        "{source}"
+    );
+}
