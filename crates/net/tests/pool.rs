@@ -1001,3 +1001,30 @@ async fn losing_h2_attempt_that_still_connects_is_pooled_only_when_spare_winners
         (2, 1)
     );
 }
+
+#[tokio::test]
+async fn the_pool_is_a_tower_service_of_requests_over_http1_and_h2() {
+    use tower_service::Service;
+    for alpn in [H1, H2] {
+        let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+        let stats = setup.serve(&[V4], &[alpn], None).await;
+        let mut pool = setup.pool();
+        for _ in 0..2 {
+            let uri = format!("{}/bytes/2", setup.url("a.test"));
+            let request = http::Request::get(uri.as_str()).body(Bytes::new()).unwrap();
+            let response = Service::call(&mut pool, request).await.unwrap();
+            let expected = if alpn == H2 {
+                http::Version::HTTP_2
+            } else {
+                http::Version::HTTP_11
+            };
+            assert_eq!(response.version(), expected);
+            assert_eq!(response.into_body().bytes().await.unwrap().as_ref(), b"xx");
+        }
+        assert_eq!(
+            stats[0].connections(),
+            1,
+            "{alpn:?}: one connection for both requests"
+        );
+    }
+}

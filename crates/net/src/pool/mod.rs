@@ -1544,3 +1544,34 @@ impl Watch for WatchHandle {
         });
     }
 }
+
+/// The pool as a request-level client: send a request with an absolute URI, get the response
+/// (HTTP/1.1 or HTTP/2, on a pooled or new connection). What a higher-level client links, or
+/// a tower stack wraps.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use fastfallback_net::{Connector, Pool};
+/// use tower_service::Service;
+///
+/// let mut pool = Pool::new(Connector::builder().build()?);
+/// let request = http::Request::get("https://example.com/").body(bytes::Bytes::new())?;
+/// // `Service::call`: `Pool::call` is the per-call-settings variant of `exchange`.
+/// let response = Service::call(&mut pool, request).await?;
+/// println!("{}", response.status());
+/// # Ok(()) }
+/// ```
+impl tower_service::Service<http::Request<bytes::Bytes>> for Pool {
+    type Response = http::Response<Body>;
+    type Error = ExchangeError;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, ExchangeError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ExchangeError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<bytes::Bytes>) -> Self::Future {
+        let pool = self.clone();
+        Box::pin(async move { pool.send(request).await })
+    }
+}
