@@ -36,8 +36,8 @@ use fastfallback_plan::{
     RaceInput, SpareWinners,
 };
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant, Output, Phase,
-    PooledId, QueryKind, RaceError, Winner,
+    Alpn, AlpnOffer, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant,
+    Output, Phase, PooledId, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
     Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, RouteDatabase,
@@ -382,8 +382,11 @@ impl ConnectorBuilder {
         self
     }
 
-    /// A complete rustls configuration, replacing roots and defaults. Its ALPN list is
-    /// replaced per attempt by the plan's (h2, http/1.1).
+    /// A complete rustls configuration, replacing roots and defaults. If it names ALPN ids,
+    /// they are what every attempt offers (h2 and/or http/1.1; anything else is a build
+    /// error), and a policy asking for another offer is a build error; if it names none, the
+    /// policy's [`FallbackPolicy::alpn`] is offered. HTTP/2 coalescing needs the connector's
+    /// own verifier, so connections made with a custom configuration are never coalesced.
     pub fn tls_config(mut self, config: ClientConfig) -> Self {
         self.tls = Some(config);
         self
@@ -446,7 +449,8 @@ impl ConnectorBuilder {
 
     /// Checks the settings and builds the connector.
     pub fn build(self) -> Result<Connector, BuildError> {
-        self.policy.validate().map_err(BuildError::Policy)?;
+        let mut policy = self.policy;
+        policy.validate().map_err(BuildError::Policy)?;
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(HickoryResolver::from_system_conf().map_err(BuildError::Resolver)?),
@@ -457,7 +461,10 @@ impl ConnectorBuilder {
                 let roots = self
                     .roots
                     .unwrap_or_else(|| webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect());
-                let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+                // The process-wide provider if the application installed one, else aws-lc-rs.
+                let provider = rustls::crypto::CryptoProvider::get_default()
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
                 // The verifier is kept, so the pool can ask it whether a connection's
                 // certificate also covers another host before coalescing (§3.7).
                 let verifier: Arc<dyn ServerCertVerifier> =
@@ -473,14 +480,38 @@ impl ConnectorBuilder {
                 (config, Some(verifier))
             }
         };
-        tls.alpn_protocols = vec![
-            Alpn::H2.as_bytes().to_vec(),
-            Alpn::Http11.as_bytes().to_vec(),
-        ];
+        // ALPN offers what the client speaks. A configuration that names its own ALPN ids is
+        // taken at its word (never overwritten); a policy that asks for something else is an
+        // error rather than a silent choice.
+        if !tls.alpn_protocols.is_empty() {
+            let offer = AlpnOffer::from_ids(&tls.alpn_protocols).ok_or_else(|| {
+                BuildError::Alpn(format!(
+                    "the TLS configuration offers {:?}; this engine speaks h2 and http/1.1 over TCP",
+                    tls.alpn_protocols
+                        .iter()
+                        .map(|id| String::from_utf8_lossy(id).into_owned())
+                        .collect::<Vec<_>>()
+                ))
+            })?;
+            if policy.alpn != AlpnOffer::default() && policy.alpn != offer {
+                return Err(BuildError::Alpn(format!(
+                    "the policy offers {:?} but the TLS configuration offers {offer:?}",
+                    policy.alpn
+                )));
+            }
+            policy.alpn = offer;
+        }
+        // In the engine's order (h2 first), so each attempt uses this configuration as is.
+        tls.alpn_protocols = policy
+            .alpn
+            .ids()
+            .iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect();
         let db = match self.db {
             Some(db) => Some(db),
-            None if self.policy.route_memory.enabled => {
-                Some(Arc::new(RouteDatabase::new(self.policy.route_memory)))
+            None if policy.route_memory.enabled => {
+                Some(Arc::new(RouteDatabase::new(policy.route_memory)))
             }
             None => None,
         };
@@ -504,7 +535,7 @@ impl ConnectorBuilder {
         });
         Ok(Connector {
             inner: Arc::new(Inner {
-                policy: Arc::new(self.policy),
+                policy: Arc::new(policy),
                 resolver,
                 tls: Arc::new(tls),
                 verifier,
@@ -537,6 +568,9 @@ pub enum BuildError {
     Resolver(ResolverError),
     /// The TLS configuration was rejected.
     Tls(rustls::Error),
+    /// The ALPN settings cannot be met: ids the engine does not speak, or a policy and a TLS
+    /// configuration that disagree.
+    Alpn(String),
 }
 
 impl fmt::Display for BuildError {
@@ -545,6 +579,7 @@ impl fmt::Display for BuildError {
             Self::Policy(e) => write!(f, "invalid policy: {e}"),
             Self::Resolver(e) => write!(f, "{e}"),
             Self::Tls(e) => write!(f, "invalid TLS configuration: {e}"),
+            Self::Alpn(e) => write!(f, "ALPN: {e}"),
         }
     }
 }

@@ -7,8 +7,10 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use fastfallback_net::{ConnectError, Connectivity, Connector, StaticResolver};
-use fastfallback_proto::{AttemptErrorKind, Phase, RaceErrorKind};
+use fastfallback_net::{
+    BuildError, ConnectError, Connectivity, Connector, FallbackPolicy, StaticResolver,
+};
+use fastfallback_proto::{Alpn, AlpnOffer, AttemptErrorKind, Phase, RaceErrorKind};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -615,4 +617,91 @@ async fn a_zone_naming_no_interface_is_a_clear_error_before_any_io() {
         err.to_string(),
         "invalid origin: zone \"nosuchif0\": this host has no such interface"
     );
+}
+
+#[tokio::test]
+async fn an_http1_only_policy_offers_only_http11_in_alpn() {
+    let pki = pki(&["origin.test"], &[b"h2", b"http/1.1"]);
+    let (port, listeners) = listen(&[V4]).await;
+    serve_tls(listeners, pki.server);
+    let policy = FallbackPolicy::builder()
+        .alpn(AlpnOffer::Http11Only)
+        .build()
+        .unwrap();
+    let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .policy(policy)
+        .resolver(pinned())
+        .root_certificates(pki.roots)
+        .build()
+        .unwrap();
+    let conn = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        conn.alpn(),
+        Some(&Alpn::Http11),
+        "the h2-first server could not pick h2"
+    );
+    let won = conn.report().winning_attempt().unwrap();
+    assert!(won.plan.contains("[http/1.1]"), "{}", won.plan);
+}
+
+#[tokio::test]
+async fn a_tls_configs_own_alpn_is_what_attempts_offer() {
+    let pki = pki(&["origin.test"], &[b"h2", b"http/1.1"]);
+    let (port, listeners) = listen(&[V4]).await;
+    serve_tls(listeners, pki.server);
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(pki.roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(pinned())
+        .tls_config(config)
+        .build()
+        .unwrap();
+    let conn = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap();
+    assert_eq!(conn.alpn(), Some(&Alpn::Http11), "not overwritten with h2");
+}
+
+#[test]
+fn alpn_settings_that_cannot_be_met_are_build_errors() {
+    let config = |ids: &[&[u8]]| {
+        let mut c = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(RootCertStore::empty())
+        .with_no_client_auth();
+        c.alpn_protocols = ids.iter().map(|id| id.to_vec()).collect();
+        c
+    };
+    let h2_only = FallbackPolicy::builder()
+        .alpn(AlpnOffer::Http2Only)
+        .build()
+        .unwrap();
+    let conflict = Connector::builder()
+        .resolver(pinned())
+        .policy(h2_only)
+        .tls_config(config(&[b"http/1.1"]))
+        .build()
+        .unwrap_err();
+    assert!(matches!(conflict, BuildError::Alpn(_)), "{conflict}");
+    let unknown = Connector::builder()
+        .resolver(pinned())
+        .tls_config(config(&[b"h3"]))
+        .build()
+        .unwrap_err();
+    assert!(unknown.to_string().contains("h3"), "{unknown}");
 }

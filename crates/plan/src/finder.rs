@@ -69,9 +69,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptErrorKind, AttemptEvent, AttemptFailure, AttemptId, CancelReason,
-    DnsAnswer, Family, Instant, Output, Phase, PooledId, QueryKind, RaceError, RaceErrorKind,
-    Winner,
+    AlpnOffer, AttemptError, AttemptErrorKind, AttemptEvent, AttemptFailure, AttemptId,
+    CancelReason, DnsAnswer, Family, Instant, Output, Phase, PooledId, QueryKind, RaceError,
+    RaceErrorKind, Winner,
 };
 use fastfallback_route::order::{FamilyPreference, OrderContext, Orderable, order};
 use fastfallback_route::{
@@ -389,7 +389,8 @@ impl FastFallbackExchangeFinder {
                     preferred,
                     policy.resolution_delay,
                     policy.answer_limits,
-                );
+                )
+                .offering(policy.alpn);
                 (r, q)
             }
         };
@@ -402,7 +403,7 @@ impl FastFallbackExchangeFinder {
         };
         let mut timers = TimerTable::default();
         timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
-        let tls = Self::tls_step(&address);
+        let tls = Self::tls_step(&address, policy.alpn);
         let mut race = Box::new(Self {
             policy,
             address,
@@ -983,7 +984,9 @@ impl FastFallbackExchangeFinder {
     }
 
     /// The TLS step every attempt of this race shares, for TLS origins.
-    fn tls_step(address: &Address) -> Option<Arc<TlsStep>> {
+    /// The TLS step of every attempt to `address`: SNI names the origin (RFC 9460 §9.4), and
+    /// ALPN offers what the policy says the client speaks (HEv3 §6.2).
+    fn tls_step(address: &Address, offer: AlpnOffer) -> Option<Arc<TlsStep>> {
         if !address.is_tls() {
             return None;
         }
@@ -992,7 +995,7 @@ impl FastFallbackExchangeFinder {
                 Host::Name(n) => n.clone(),
                 Host::Ip(ip) => ip.to_string(),
             },
-            alpn: vec![Alpn::H2, Alpn::Http11],
+            alpn: offer.ids().to_vec(),
         }))
     }
 

@@ -19,6 +19,7 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use fastfallback_proto::AlpnOffer;
 use fastfallback_route::order::FamilyPreference;
 use fastfallback_route::{AnswerLimits, RouteMemory};
 
@@ -140,6 +141,9 @@ pub struct FallbackPolicy {
     pub spare_winners: SpareWinners,
     /// Pool settings.
     pub pool: PoolPolicy,
+    /// What TLS attempts offer in ALPN: what the client will speak (HEv3 §6.2). HTTPS records
+    /// that advertise none of it are skipped (RFC 9460 §7.1.2).
+    pub alpn: AlpnOffer,
 }
 
 impl Default for FallbackPolicy {
@@ -163,6 +167,7 @@ impl Default for FallbackPolicy {
             route_memory: RouteMemory::default(),
             spare_winners: SpareWinners::Close,
             pool: PoolPolicy::default(),
+            alpn: AlpnOffer::Both,
         }
     }
 }
@@ -276,6 +281,8 @@ impl FallbackPolicyBuilder {
         spare_winners: SpareWinners;
         /// Sets [`FallbackPolicy::pool`].
         pool: PoolPolicy;
+        /// Sets [`FallbackPolicy::alpn`].
+        alpn: AlpnOffer;
     }
 
     /// Sets [`FallbackPolicy::max_concurrent_attempts`]. 0 is an error.

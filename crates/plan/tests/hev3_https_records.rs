@@ -3,7 +3,8 @@
 mod common;
 use common::*;
 
-use fastfallback_proto::{Alpn, HttpsRecord};
+use fastfallback_plan::FallbackPolicy;
+use fastfallback_proto::{Alpn, AlpnOffer, HttpsRecord};
 use fastfallback_sim::Scenario;
 
 fn rr(alpn: &[Alpn]) -> HttpsRecord {
@@ -144,4 +145,41 @@ fn port_svcparam_redirects_attempts_and_keeps_origin_sni() {
         "example.com"
     );
     assert_eq!(run.won(), one(V6A, 30));
+}
+
+#[test]
+fn an_http1_only_client_skips_an_h2_only_record_and_offers_only_http11() {
+    // RFC 9460 §7.1.2 with the client's own offer: {h2} with no-default-alpn is nothing an
+    // HTTP/1-only client speaks, so its hint is never tried.
+    let r = HttpsRecord {
+        priority: 1,
+        target: "svc1.example".into(),
+        alpn: vec![Alpn::H2],
+        no_default_alpn: true,
+        ipv6hint: vec!["2001:db8::2".parse().unwrap()],
+        ..Default::default()
+    };
+    let policy = FallbackPolicy::builder()
+        .alpn(AlpnOffer::Http11Only)
+        .build()
+        .unwrap();
+    let run = Scenario::https()
+        .policy(policy)
+        .https_rr(10, vec![r])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 10)]));
+    let tls = run.attempts[0]
+        .plan
+        .tls
+        .clone()
+        .expect("https plans do TLS");
+    assert_eq!(tls.alpn, [Alpn::Http11]);
+    assert!(
+        run.attempts
+            .iter()
+            .all(|a| a.plan.route.target.ip().to_string() != "2001:db8::2")
+    );
 }

@@ -53,6 +53,64 @@ impl fmt::Display for Alpn {
     }
 }
 
+/// Which application protocols the client offers in ALPN (RFC 7301), most preferred first:
+/// what it will speak, so a server never picks one it won't.
+///
+/// ```
+/// use fastfallback_proto::{Alpn, AlpnOffer};
+///
+/// assert_eq!(AlpnOffer::default().ids(), [Alpn::H2, Alpn::Http11]);
+/// assert_eq!(AlpnOffer::from_ids(&[b"http/1.1".to_vec()]), Some(AlpnOffer::Http11Only));
+/// assert!(!AlpnOffer::Http11Only.speaks(&Alpn::H2));
+/// ```
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
+pub enum AlpnOffer {
+    /// `h2`, then `http/1.1`.
+    #[default]
+    Both,
+    /// `h2` only.
+    Http2Only,
+    /// `http/1.1` only.
+    Http11Only,
+}
+
+impl AlpnOffer {
+    /// The ids offered, most preferred first.
+    pub fn ids(self) -> &'static [Alpn] {
+        const BOTH: &[Alpn] = &[Alpn::H2, Alpn::Http11];
+        const H2: &[Alpn] = &[Alpn::H2];
+        const H1: &[Alpn] = &[Alpn::Http11];
+        match self {
+            Self::Both => BOTH,
+            Self::Http2Only => H2,
+            Self::Http11Only => H1,
+        }
+    }
+
+    /// Whether `alpn` is offered.
+    pub fn speaks(self, alpn: &Alpn) -> bool {
+        self.ids().contains(alpn)
+    }
+
+    /// The offer a list of wire ids makes (a TLS configuration's `alpn_protocols`), if it is
+    /// one the engine speaks over TCP: `h2` and/or `http/1.1`, in either order (`http/1.1`
+    /// first is read as both; the server chooses).
+    pub fn from_ids(ids: &[Vec<u8>]) -> Option<Self> {
+        let parsed: Vec<Alpn> = ids.iter().map(|id| Alpn::from_bytes(id)).collect();
+        let h2 = parsed.contains(&Alpn::H2);
+        let h1 = parsed.contains(&Alpn::Http11);
+        if parsed.iter().any(|a| a.protocol().is_none()) {
+            return None;
+        }
+        match (h2, h1) {
+            (true, true) => Some(Self::Both),
+            (true, false) => Some(Self::Http2Only),
+            (false, true) => Some(Self::Http11Only),
+            (false, false) => None,
+        }
+    }
+}
+
 /// The application protocol a finished connection speaks.
 #[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
 pub enum Protocol {

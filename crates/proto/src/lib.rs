@@ -31,7 +31,7 @@ mod hash;
 mod id;
 mod time;
 
-pub use alpn::{Alpn, Protocol};
+pub use alpn::{Alpn, AlpnOffer, Protocol};
 pub use dns::{DnsAnswer, DnsError, HttpsRecord, QueryKind};
 pub use error::{AttemptError, AttemptErrorKind, AttemptFailure, Phase, RaceError, RaceErrorKind};
 pub use event::{AttemptEvent, CancelReason, Output, Winner};

@@ -13,7 +13,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use fastfallback_proto::{Alpn, DnsAnswer, DnsError, Family, HttpsRecord, Instant, QueryKind};
+use fastfallback_proto::{
+    Alpn, AlpnOffer, DnsAnswer, DnsError, Family, HttpsRecord, Instant, QueryKind,
+};
 use smallvec::SmallVec;
 
 use crate::Nat64Prefix;
@@ -171,6 +173,8 @@ pub struct Resolution {
     moved_on: bool,
     errors: Vec<(QueryKind, Option<DnsError>)>,
     skipped: Vec<Skipped>,
+    /// What the client offers in ALPN: HTTPS records with none of it are skipped.
+    offer: AlpnOffer,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -180,9 +184,6 @@ fn idx(k: QueryKind) -> usize {
         QueryKind::A => 2,
     }
 }
-
-/// The protocols this client speaks over TCP.
-const SUPPORTED: [Alpn; 2] = [Alpn::H2, Alpn::Http11];
 
 impl Resolution {
     /// Aggregation for `queries` (all sent at once, HEv3 §4.1). `preferred` is the family
@@ -218,7 +219,16 @@ impl Resolution {
             moved_on: false,
             errors: Vec::new(),
             skipped: Vec::new(),
+            offer: AlpnOffer::Both,
         }
+    }
+
+    /// The same aggregation for a client that offers `offer` in ALPN (default: both `h2` and
+    /// `http/1.1`): HTTPS records advertising none of it are skipped (RFC 9460 §7.1.2).
+    #[must_use]
+    pub fn offering(mut self, offer: AlpnOffer) -> Self {
+        self.offer = offer;
+        self
     }
 
     /// Aggregation for addresses known without DNS (an IP literal, or the loopback addresses
@@ -373,7 +383,7 @@ impl Resolution {
                     format!("HTTPS record {}", r.priority),
                     "unknown mandatory SvcParam",
                 );
-            } else if !alpn.iter().any(|a| SUPPORTED.contains(a)) {
+            } else if !alpn.iter().any(|a| self.offer.speaks(a)) {
                 // RFC 9460 §7.1.2, HEv3 §6.2: no protocol we speak.
                 self.skip(format!("HTTPS record {}", r.priority), "no supported ALPN");
             } else {
