@@ -377,7 +377,7 @@ async fn okhttp_mode_wins_at_tcp_and_finishes_tls_alone() {
     let pki = pki(&["origin.test"], &[b"http/1.1"]);
     let (port, listeners) = listen(&[V6, V4]).await;
     serve_tls(listeners, pki.server);
-    let policy = fastfallback_net::FallbackPolicy::builder()
+    let policy = FallbackPolicy::builder()
         .win_at(fastfallback_plan::WinAt::Tcp)
         .build()
         .unwrap();
@@ -402,7 +402,7 @@ async fn okhttp_mode_wins_at_tcp_and_finishes_tls_alone() {
 
 #[tokio::test]
 async fn a_bad_policy_is_rejected_by_the_builder() {
-    let mut policy = fastfallback_net::FallbackPolicy::default();
+    let mut policy = FallbackPolicy::default();
     policy.attempt_delay = std::time::Duration::from_millis(5);
     let err = Connector::builder()
         .connectivity(Connectivity::DUAL_STACK)
@@ -493,7 +493,7 @@ fn with_memory_file(path: &std::path::Path) -> Connector {
         .resolver(pinned())
         .memory_file(path)
         .policy(
-            fastfallback_net::FallbackPolicy::builder()
+            FallbackPolicy::builder()
                 .route_memory(fastfallback_route::RouteMemory {
                     // This test is about what is remembered, not about exploration.
                     explore_one_in: 0,
