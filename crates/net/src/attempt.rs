@@ -226,7 +226,9 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
             rustls::Error::NoApplicationProtocol => AttemptErrorKind::AlpnMismatch,
             _ => AttemptErrorKind::Tls,
         };
-        return AttemptError::new(kind, Phase::Tls, tls.to_string());
+        return AttemptError::new(kind, Phase::Tls, tls.to_string())
+            .with_io_kind(e.kind())
+            .with_source(tls.clone());
     }
     let kind = match e.kind() {
         io::ErrorKind::ConnectionRefused => AttemptErrorKind::Refused,
@@ -250,6 +252,11 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
         (_, Some(code)) => format!("{during}: os error {code}"),
     };
     AttemptError::new(kind, phase, detail)
+        .with_io_kind(e.kind())
+        .with_source(match e.raw_os_error() {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::new(e.kind(), e.to_string()),
+        })
 }
 
 macro_rules! delegate_io {

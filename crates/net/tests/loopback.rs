@@ -555,7 +555,9 @@ async fn a_corrupt_memory_file_is_ignored_and_replaced() {
     // The file is valid again and holds what the race learned.
     let bytes = std::fs::read(&file.0).unwrap();
     let db = fastfallback_route::RouteDatabase::new(Default::default());
-    db.decode_into(&bytes, fastfallback_proto::Instant::from_millis(1), 0)
+    // A race clock a minute past its epoch: entries up to a minute old fit (on a loaded
+    // machine the race may have learned more than a millisecond before the save).
+    db.decode_into(&bytes, fastfallback_proto::Instant::from_millis(60_000), 0)
         .expect("the replaced file decodes");
     assert!(!db.is_empty());
 }
@@ -704,4 +706,58 @@ fn alpn_settings_that_cannot_be_met_are_build_errors() {
         .build()
         .unwrap_err();
     assert!(unknown.to_string().contains("h3"), "{unknown}");
+}
+
+/// Walks an error's `source()` chain looking for an `E`.
+fn find_in_chain<'a, E: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_connect_error_leads_down_to_rustls_and_io_errors_to_match_on() {
+    let pki_server = pki(&["origin.test"], &[b"h2"]);
+    let other_ca = pki(&["origin.test"], &[b"h2"]);
+    let (port, listeners) = listen(&[V4]).await;
+    serve_tls(listeners, pki_server.server);
+    let c = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("origin.test", [ip(V4)]))
+        .root_certificates(other_ca.roots)
+        .build()
+        .unwrap();
+    let err = c
+        .connect(&format!("https://origin.test:{port}"))
+        .await
+        .unwrap_err();
+    let tls = find_in_chain::<rustls::Error>(&err).expect("the rustls error is in the chain");
+    // Both test CAs have the same (empty) name, so rustls finds an issuer by name whose
+    // signature does not match: a certificate error a caller can match on.
+    assert!(
+        matches!(tls, rustls::Error::InvalidCertificate(_)),
+        "{tls:?}"
+    );
+
+    // A refused connect keeps the OS error: its kind, and the io::Error itself.
+    let (closed, _listeners) = listen(&[]).await;
+    let err = c
+        .connect(&format!("tcp://127.0.0.1:{closed}"))
+        .await
+        .unwrap_err();
+    let attempt = &err.race_error().unwrap().primary().unwrap().error;
+    assert_eq!(
+        attempt.io_kind(),
+        Some(std::io::ErrorKind::ConnectionRefused)
+    );
+    let io = find_in_chain::<std::io::Error>(&err).expect("the io::Error is in the chain");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert!(io.raw_os_error().is_some());
 }

@@ -89,7 +89,13 @@ impl fmt::Display for AttemptErrorKind {
 }
 
 /// Why one attempt failed.
-#[derive(Clone, Debug, Eq, PartialEq)]
+///
+/// Besides the kind, phase and detail, a driver may attach what it saw: the OS error's
+/// [`io::ErrorKind`](std::io::ErrorKind) ([`Self::io_kind`]) and the underlying error (a
+/// `rustls::Error`, an `io::Error`) as [`std::error::Error::source`], so callers can match
+/// on it. Equality compares kind, phase, detail and the I/O kind, not the source.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct AttemptError {
     /// What kind of failure.
     pub kind: AttemptErrorKind,
@@ -97,7 +103,20 @@ pub struct AttemptError {
     pub phase: Phase,
     /// A human-readable detail, for example the OS error or the TLS alert.
     pub detail: String,
+    io_kind: Option<std::io::ErrorKind>,
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+impl PartialEq for AttemptError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.phase == other.phase
+            && self.detail == other.detail
+            && self.io_kind == other.io_kind
+    }
+}
+
+impl Eq for AttemptError {}
 
 impl AttemptError {
     /// An error of `kind` in `phase`, with a detail message.
@@ -106,7 +125,28 @@ impl AttemptError {
             kind,
             phase,
             detail: detail.into(),
+            io_kind: None,
+            source: None,
         }
+    }
+
+    /// The same error, with the OS error's kind it came from.
+    #[must_use]
+    pub fn with_io_kind(mut self, kind: std::io::ErrorKind) -> Self {
+        self.io_kind = Some(kind);
+        self
+    }
+
+    /// The same error, with the error underneath (returned by `source()`).
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(std::sync::Arc::new(source));
+        self
+    }
+
+    /// The kind of the OS error this came from, if it came from one.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        self.io_kind
     }
 
     /// A TCP-phase error with no further detail.
@@ -125,7 +165,13 @@ impl fmt::Display for AttemptError {
     }
 }
 
-impl std::error::Error for AttemptError {}
+impl std::error::Error for AttemptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// One attempt of a failed race and why it failed.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -227,7 +273,14 @@ impl fmt::Display for RaceError {
     }
 }
 
-impl std::error::Error for RaceError {}
+impl std::error::Error for RaceError {
+    /// The most telling attempt's error ([`Self::primary`]), so a caller can walk down to
+    /// what the OS or the TLS stack said.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.primary()
+            .map(|a| &a.error as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl From<RaceError> for std::io::Error {
     fn from(e: RaceError) -> Self {
