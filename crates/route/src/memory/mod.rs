@@ -612,7 +612,7 @@ impl RouteDatabase {
         self.with(|inner| *inner = Inner::default());
     }
 
-    /// Encodes the store for a file ([`persist`]): bounded, versioned, checksummed. `now` is
+    /// Encodes the store for a file (the `persist` module): bounded, versioned, checksummed. `now` is
     /// the race clock and `wall_secs` the wall clock in seconds since the Unix epoch, both read
     /// by the caller.
     pub fn encode(&self, now: Instant, wall_secs: u64) -> Vec<u8> {
