@@ -333,8 +333,9 @@ async fn certificate_for_another_name_fails_every_route_with_a_tls_error() {
     );
 }
 
-#[tokio::test]
-async fn an_untrusted_server_fails_with_a_tls_error() {
+/// A TLS server on 127.0.0.1 and a connector that trusts another CA (`origin.test` resolves
+/// to the server): every TLS attempt fails verification.
+async fn untrusted_server() -> (u16, Connector) {
     let pki_server = pki(&["origin.test"], &[b"h2"]);
     let other_ca = pki(&["origin.test"], &[b"h2"]);
     let (port, listeners) = listen(&[V4]).await;
@@ -345,6 +346,12 @@ async fn an_untrusted_server_fails_with_a_tls_error() {
         .root_certificates(other_ca.roots)
         .build()
         .unwrap();
+    (port, c)
+}
+
+#[tokio::test]
+async fn an_untrusted_server_fails_with_a_tls_error() {
+    let (port, c) = untrusted_server().await;
     let err = c
         .connect(&format!("https://origin.test:{port}"))
         .await
@@ -724,16 +731,7 @@ fn find_in_chain<'a, E: std::error::Error + 'static>(
 
 #[tokio::test]
 async fn a_connect_error_leads_down_to_rustls_and_io_errors_to_match_on() {
-    let pki_server = pki(&["origin.test"], &[b"h2"]);
-    let other_ca = pki(&["origin.test"], &[b"h2"]);
-    let (port, listeners) = listen(&[V4]).await;
-    serve_tls(listeners, pki_server.server);
-    let c = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(StaticResolver::new().with("origin.test", [ip(V4)]))
-        .root_certificates(other_ca.roots)
-        .build()
-        .unwrap();
+    let (port, c) = untrusted_server().await;
     let err = c
         .connect(&format!("https://origin.test:{port}"))
         .await

@@ -692,6 +692,26 @@ async fn call_events_follow_okhttps_order_for_a_new_then_a_pooled_connection() {
     );
 }
 
+/// A pool whose connector trusts `tls`'s CA and finds `a.test` at `::1` then `127.0.0.1`,
+/// with a 50 ms attempt delay on top of `policy`.
+fn dual_stack_pool(tls: &TlsMaterial, policy: fastfallback_plan::FallbackPolicyBuilder) -> Pool {
+    let mut roots = RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let policy = policy
+        .attempt_delay(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
+        .root_certificates(roots)
+        .policy(policy)
+        .rng_seed(0)
+        .build()
+        .unwrap();
+    Pool::new(connector)
+}
+
 #[tokio::test]
 async fn losing_attempt_is_reported_failed_when_the_winner_connects() {
     // ::1 accepts TCP and never answers TLS; 127.0.0.1 speaks TLS. The IPv6 attempt starts
@@ -715,21 +735,7 @@ async fn losing_attempt_is_reported_failed_when_the_winner_connects() {
             ..HttpOptions::default()
         },
     );
-    let mut roots = RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let policy = FallbackPolicy::builder()
-        .attempt_delay(Duration::from_millis(50))
-        .build()
-        .unwrap();
-    let connector = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
-        .root_certificates(roots)
-        .policy(policy)
-        .rng_seed(0)
-        .build()
-        .unwrap();
-    let pool = Pool::new(connector);
+    let pool = dual_stack_pool(&tls, FallbackPolicy::builder());
 
     let events = observed_fetch(&pool, &format!("https://a.test:{port}"), "/").await;
 
@@ -967,22 +973,7 @@ async fn race_with_a_slow_ipv6_loser(spare: SpareWinners) -> (usize, usize) {
     };
     let slow = serve(v6, options(Some(Duration::from_millis(150))));
     serve(v4, options(None));
-    let mut roots = RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let policy = FallbackPolicy::builder()
-        .attempt_delay(Duration::from_millis(50))
-        .spare_winners(spare)
-        .build()
-        .unwrap();
-    let connector = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
-        .root_certificates(roots)
-        .policy(policy)
-        .rng_seed(0)
-        .build()
-        .unwrap();
-    let pool = Pool::new(connector);
+    let pool = dual_stack_pool(&tls, FallbackPolicy::builder().spare_winners(spare));
     let url = format!("https://a.test:{port}");
     let (status, _, _, source) = fetch(&pool, &url, "/").await;
     assert_eq!((status, source), (200, Source::New));
