@@ -22,7 +22,7 @@
 //!
 //! let connector = Connector::builder().build()?;
 //! let conn = connector.connect("example.com:80").await?;
-//! println!("connected to {} in {:.1} ms", conn.peer_addr(), conn.report().elapsed_ms);
+//! println!("connected to {} in {:.1} ms", conn.peer_addr(), conn.report().elapsed.as_secs_f64() * 1e3);
 //! println!("{}", conn.report());
 //! # Ok(()) }
 //! ```
@@ -48,7 +48,9 @@ pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
     Source,
 };
-pub use report::{AttemptReport, QueryReport, RaceReport};
+pub use report::{
+    AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, QueryReport, RaceReport,
+};
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;
 

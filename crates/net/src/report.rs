@@ -1,21 +1,30 @@
 //! What happened in a race, for people and for programs.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
-use fastfallback_proto::{Alpn, AttemptId, DnsAnswer, Instant, PooledId, QueryKind};
+use fastfallback_proto::{
+    Alpn, AttemptError, AttemptId, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase,
+    PooledId, QueryKind,
+};
 use serde::Serialize;
 
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
-/// start of the race. Serialises to JSON with `serde_json`.
+/// start of the race.
+///
+/// The fields are typed (durations, families, outcome enums, answers as lists). It serialises
+/// to JSON with `serde_json` ([`Self::to_json`]); the field names are stable and documented in
+/// `docs/report-json.md`: a duration `x` is written as `x_ms`, a number of milliseconds with
+/// microsecond precision.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RaceReport {
     /// The origin, normalised (`scheme://host:port`; userinfo is never kept).
     pub origin: String,
-    /// From the start of the race to its end (win or failure), in ms.
-    pub elapsed_ms: f64,
+    /// From the start of the race to its end (win or failure).
+    #[serde(rename = "elapsed_ms", serialize_with = "json::millis")]
+    pub elapsed: Duration,
     /// Every DNS query, in the order sent.
     pub queries: Vec<QueryReport>,
     /// Every attempt, in start order.
@@ -26,7 +35,8 @@ pub struct RaceReport {
     /// (see [`crate::Pool`]).
     pub pooled: Option<u64>,
     /// The ALPN protocol the winner negotiated, if any.
-    pub alpn: Option<String>,
+    #[serde(serialize_with = "json::opt_display")]
+    pub alpn: Option<Alpn>,
     /// Why the race failed, if it did.
     pub error: Option<String>,
 }
@@ -35,13 +45,115 @@ pub struct RaceReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QueryReport {
     /// `AAAA`, `A` or `HTTPS`.
-    pub kind: String,
-    /// When it was sent, in ms since the race started.
-    pub sent_ms: f64,
+    #[serde(serialize_with = "json::display")]
+    pub kind: QueryKind,
+    /// When it was sent, since the race started.
+    #[serde(rename = "sent_ms", serialize_with = "json::millis")]
+    pub sent: Duration,
     /// When its answer arrived, if it did before the race ended.
-    pub answered_ms: Option<f64>,
-    /// A summary of the answer (addresses, records, or the error).
-    pub answer: Option<String>,
+    #[serde(rename = "answered_ms", serialize_with = "json::opt_millis")]
+    pub answered: Option<Duration>,
+    /// The answer, if it arrived.
+    pub answer: Option<AnswerReport>,
+}
+
+/// A DNS answer as the race received it.
+///
+/// In JSON, an object with one key: `{"addresses": [...]}`, `{"https": [...]}` or
+/// `{"error": "..."}`. An empty list is a negative (NODATA) answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerReport {
+    /// The addresses of an A or AAAA answer, in the order the server gave them.
+    Addresses(Vec<IpAddr>),
+    /// The records of an HTTPS answer (RFC 9460).
+    Https(Vec<HttpsReport>),
+    /// The query failed.
+    Error(String),
+}
+
+impl AnswerReport {
+    fn of(answer: &DnsAnswer) -> Self {
+        match answer {
+            DnsAnswer::Addresses(a) => Self::Addresses(a.clone()),
+            DnsAnswer::Https(records) => Self::Https(records.iter().map(HttpsReport::of).collect()),
+            DnsAnswer::Error(e) => Self::Error(e.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for AnswerReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Addresses(a) if a.is_empty() => f.write_str("no records"),
+            Self::Https(r) if r.is_empty() => f.write_str("no records"),
+            Self::Addresses(a) => list(f, a),
+            Self::Https(r) => list(f, r),
+            Self::Error(e) => write!(f, "error: {e}"),
+        }
+    }
+}
+
+fn list<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T]) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
+/// One HTTPS record (RFC 9460 §2), with the parameters fastfallback reads.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HttpsReport {
+    /// SvcPriority; 0 is AliasMode.
+    pub priority: u16,
+    /// TargetName (`.` is the owner name).
+    pub target: String,
+    /// The `alpn` ids, as text.
+    pub alpn: Vec<String>,
+    /// The `port` parameter.
+    pub port: Option<u16>,
+    /// The `ipv4hint` and `ipv6hint` addresses.
+    pub hints: Vec<IpAddr>,
+}
+
+impl HttpsReport {
+    fn of(r: &HttpsRecord) -> Self {
+        Self {
+            priority: r.priority,
+            target: if r.target.is_empty() {
+                ".".to_owned()
+            } else {
+                r.target.clone()
+            },
+            alpn: r.alpn.iter().map(ToString::to_string).collect(),
+            port: r.port,
+            hints: (r.ipv6hint.iter().map(|&a| IpAddr::V6(a)))
+                .chain(r.ipv4hint.iter().map(|&a| IpAddr::V4(a)))
+                .collect(),
+        }
+    }
+}
+
+impl fmt::Display for HttpsReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.priority, self.target)?;
+        if !self.alpn.is_empty() {
+            write!(f, " alpn={}", self.alpn.join(","))?;
+        }
+        if let Some(port) = self.port {
+            write!(f, " port={port}")?;
+        }
+        if !self.hints.is_empty() {
+            f.write_str(" hints=")?;
+            for (i, h) in self.hints.iter().enumerate() {
+                write!(f, "{}{h}", if i > 0 { "," } else { "" })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One attempt of a race.
@@ -51,16 +163,139 @@ pub struct AttemptReport {
     pub id: u32,
     /// Where its socket connected.
     pub route: SocketAddr,
+    /// The route's address family.
+    #[serde(serialize_with = "json::family")]
+    pub family: Family,
     /// Its steps, e.g. `tcp [2001:db8::1]:443 → tls example.com [h2, http/1.1]`.
     pub plan: String,
-    /// When it started, in ms since the race started.
-    pub started_ms: f64,
+    /// Whether its plan has a TLS step.
+    pub tls: bool,
+    /// When it started, since the race started.
+    #[serde(rename = "started_ms", serialize_with = "json::millis")]
+    pub started: Duration,
     /// When its TCP handshake finished, if it did.
-    pub tcp_connected_ms: Option<f64>,
+    #[serde(rename = "tcp_connected_ms", serialize_with = "json::opt_millis")]
+    pub tcp_connected: Option<Duration>,
     /// When it ended, if it did.
-    pub ended_ms: Option<f64>,
-    /// `won`, `failed: …`, `cancelled: …`, `followed up` or `in flight`.
-    pub outcome: String,
+    #[serde(rename = "ended_ms", serialize_with = "json::opt_millis")]
+    pub ended: Option<Duration>,
+    /// How it ended, or the step it is in.
+    pub outcome: AttemptOutcome,
+}
+
+impl AttemptReport {
+    /// How long it ran: from its start to its end, or to the end of the race if it was still
+    /// in flight then.
+    pub fn duration(&self, race: &RaceReport) -> Duration {
+        self.ended
+            .unwrap_or(race.elapsed)
+            .saturating_sub(self.started)
+    }
+}
+
+/// How an attempt ended.
+///
+/// In JSON, an object whose `status` is `in_flight`, `won`, `failed`, `followed_up` or
+/// `cancelled`, with the details of that status beside it (see `docs/report-json.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptOutcome {
+    /// Still running when the race ended, in this step.
+    InFlight(Phase),
+    /// It won the race.
+    Won,
+    /// It failed. The error keeps the OS or TLS error as its `source()`.
+    Failed(AttemptError),
+    /// It asked for a follow-up plan instead of finishing (not an error).
+    FollowedUp,
+    /// The race stopped it, in this step.
+    Cancelled {
+        /// Why.
+        reason: CancelReason,
+        /// The step it was in.
+        phase: Phase,
+    },
+}
+
+impl AttemptOutcome {
+    fn of(state: &AttemptState) -> Self {
+        match state {
+            AttemptState::Connecting => Self::InFlight(Phase::Tcp),
+            AttemptState::Securing => Self::InFlight(Phase::Tls),
+            AttemptState::Won => Self::Won,
+            AttemptState::Failed(e) => Self::Failed(e.clone()),
+            AttemptState::FollowedUp => Self::FollowedUp,
+            AttemptState::Cancelled { reason, error } => Self::Cancelled {
+                reason: *reason,
+                phase: error.phase,
+            },
+        }
+    }
+
+    /// Whether it won.
+    pub fn is_won(&self) -> bool {
+        matches!(self, Self::Won)
+    }
+
+    /// The name of its status, as in JSON: `in_flight`, `won`, `failed`, `followed_up` or
+    /// `cancelled`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::InFlight(_) => "in_flight",
+            Self::Won => "won",
+            Self::Failed(_) => "failed",
+            Self::FollowedUp => "followed_up",
+            Self::Cancelled { .. } => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InFlight(phase) => write!(f, "in flight ({phase})"),
+            Self::Won => f.write_str("won"),
+            Self::Failed(e) => write!(f, "failed: {e}"),
+            Self::FollowedUp => f.write_str("followed up"),
+            Self::Cancelled { reason, phase } => write!(f, "cancelled: {reason} (in {phase})"),
+        }
+    }
+}
+
+impl Serialize for AttemptOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("status", self.status())?;
+        match self {
+            Self::InFlight(phase) => map.serialize_entry("phase", &phase.to_string())?,
+            Self::Won | Self::FollowedUp => {}
+            Self::Failed(e) => {
+                map.serialize_entry("kind", json::kind_name(e.kind))?;
+                map.serialize_entry("phase", &e.phase.to_string())?;
+                map.serialize_entry("detail", &e.detail)?;
+            }
+            Self::Cancelled { reason, phase } => {
+                map.serialize_entry("reason", json::reason_name(*reason))?;
+                map.serialize_entry("phase", &phase.to_string())?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Where the time of a won race went, for the winner's route.
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub struct Breakdown {
+    /// From the start of the race to the first DNS answer with addresses (zero for an IP
+    /// literal).
+    pub dns: Duration,
+    /// From there to the winning attempt's start: the Resolution Delay, the staggering and
+    /// the attempts that came before it.
+    pub waiting: Duration,
+    /// The winner's TCP handshake.
+    pub tcp: Duration,
+    /// The winner's TLS handshake (zero without TLS).
+    pub tls: Duration,
 }
 
 impl RaceReport {
@@ -69,18 +304,38 @@ impl RaceReport {
         self.attempts.len()
     }
 
-    /// The elapsed time as a [`Duration`].
-    pub fn elapsed(&self) -> Duration {
-        Duration::from_secs_f64(self.elapsed_ms / 1e3)
-    }
-
     /// The winning attempt, if any.
     pub fn winning_attempt(&self) -> Option<&AttemptReport> {
         let id = self.winner?;
         self.attempts.iter().find(|a| a.id == id)
     }
 
-    /// The report as one JSON object.
+    /// Where the time went, if an attempt of this race won.
+    pub fn breakdown(&self) -> Option<Breakdown> {
+        let won = self.winning_attempt()?;
+        let end = won.ended.unwrap_or(self.elapsed);
+        let tcp_end = won.tcp_connected.unwrap_or(end);
+        let dns = self
+            .queries
+            .iter()
+            .filter(|q| match &q.answer {
+                Some(AnswerReport::Addresses(a)) => !a.is_empty(),
+                Some(AnswerReport::Https(r)) => r.iter().any(|r| !r.hints.is_empty()),
+                _ => false,
+            })
+            .filter_map(|q| q.answered)
+            .min()
+            .unwrap_or_default()
+            .min(won.started);
+        Some(Breakdown {
+            dns,
+            waiting: won.started - dns,
+            tcp: tcp_end.saturating_sub(won.started),
+            tls: end.saturating_sub(tcp_end),
+        })
+    }
+
+    /// The report as one JSON object (schema: `docs/report-json.md`).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
@@ -91,17 +346,13 @@ impl RaceReport {
             .map(|r| AttemptReport {
                 id: r.id.get(),
                 route: r.plan.route.target,
+                family: Family::of(r.plan.route.target.ip()),
                 plan: r.plan.to_string(),
-                started_ms: ms(r.started, t0),
-                tcp_connected_ms: r.tcp_connected.map(|t| ms(t, t0)),
-                ended_ms: r.ended.map(|t| ms(t, t0)),
-                outcome: match &r.state {
-                    AttemptState::Connecting | AttemptState::Securing => "in flight".to_owned(),
-                    AttemptState::Won => "won".to_owned(),
-                    AttemptState::Failed(e) => format!("failed: {e}"),
-                    AttemptState::FollowedUp => "followed up".to_owned(),
-                    AttemptState::Cancelled { reason, .. } => format!("cancelled: {reason}"),
-                },
+                tls: r.plan.tls.is_some(),
+                started: since(r.started, t0),
+                tcp_connected: r.tcp_connected.map(|t| since(t, t0)),
+                ended: r.ended.map(|t| since(t, t0)),
+                outcome: AttemptOutcome::of(&r.state),
             })
             .collect()
     }
@@ -136,83 +387,238 @@ impl Story {
     pub(crate) fn report(&self) -> RaceReport {
         RaceReport {
             origin: self.race.address().to_string(),
-            elapsed_ms: ms(self.end, self.t0),
+            elapsed: since(self.end, self.t0),
             queries: self
                 .queries
                 .iter()
                 .map(|q| QueryReport {
-                    kind: q.kind.to_string(),
-                    sent_ms: ms(q.sent, self.t0),
-                    answered_ms: q.answered.as_ref().map(|(t, _)| ms(*t, self.t0)),
-                    answer: q.answered.as_ref().map(|(_, a)| summarize(a)),
+                    kind: q.kind,
+                    sent: since(q.sent, self.t0),
+                    answered: q.answered.as_ref().map(|(t, _)| since(*t, self.t0)),
+                    answer: q.answered.as_ref().map(|(_, a)| AnswerReport::of(a)),
                 })
                 .collect(),
             attempts: RaceReport::attempts_from(self.race.attempts(), self.t0),
             winner: self.winner.map(AttemptId::get),
             pooled: self.pooled.map(|p| p.0),
-            alpn: self.alpn.as_ref().map(ToString::to_string),
+            alpn: self.alpn.clone(),
             error: self.error.clone(),
         }
     }
 }
 
-/// Milliseconds from `t0` to `t`, to the microsecond.
-pub(crate) fn ms(t: Instant, t0: Instant) -> f64 {
-    t.saturating_duration_since(t0).as_micros() as f64 / 1e3
+/// The time from `t0` to `t`.
+pub(crate) fn since(t: Instant, t0: Instant) -> Duration {
+    t.saturating_duration_since(t0)
 }
 
-pub(crate) fn summarize(answer: &DnsAnswer) -> String {
-    match answer {
-        DnsAnswer::Addresses(a) if a.is_empty() => "no records".to_owned(),
-        DnsAnswer::Addresses(a) => a
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
-        DnsAnswer::Https(r) if r.is_empty() => "no records".to_owned(),
-        DnsAnswer::Https(r) => format!("{} record(s)", r.len()),
-        DnsAnswer::Error(e) => format!("error: {e}"),
-    }
+/// Milliseconds, to the microsecond, as reports print them.
+fn ms(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1e3
 }
 
 impl fmt::Display for RaceReport {
-    /// A waterfall: one line per query and attempt, then the verdict.
+    /// A plain timeline: one line per query and attempt, then the verdict. (The CLI draws the
+    /// same report as a waterfall with bars.)
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "race to {}", self.origin)?;
         for q in &self.queries {
-            write!(f, "  {:>8.1} ms  query {:<5}", q.sent_ms, q.kind)?;
-            match (&q.answered_ms, &q.answer) {
-                (Some(t), Some(a)) => writeln!(f, " → {t:.1} ms: {a}")?,
+            write!(
+                f,
+                "  {:>8.1} ms  query {:<5}",
+                ms(q.sent),
+                q.kind.to_string()
+            )?;
+            match (&q.answered, &q.answer) {
+                (Some(t), Some(a)) => writeln!(f, " → {:.1} ms: {a}", ms(*t))?,
                 _ => writeln!(f, " → no answer before the race ended")?,
             }
         }
         for a in &self.attempts {
-            write!(f, "  {:>8.1} ms  #{} {}", a.started_ms, a.id, a.plan)?;
-            if let Some(t) = a.tcp_connected_ms {
-                write!(f, "; tcp at {t:.1} ms")?;
+            write!(f, "  {:>8.1} ms  #{} {}", ms(a.started), a.id, a.plan)?;
+            if let Some(t) = a.tcp_connected {
+                write!(f, "; tcp at {:.1} ms", ms(t))?;
             }
-            match a.ended_ms {
-                Some(t) => writeln!(f, "; {} at {t:.1} ms", a.outcome)?,
+            match a.ended {
+                Some(t) => writeln!(f, "; {} at {:.1} ms", a.outcome, ms(t))?,
                 None => writeln!(f, "; {}", a.outcome)?,
             }
         }
+        let elapsed = ms(self.elapsed);
         if let Some(id) = self.pooled {
-            return write!(
-                f,
-                "ended on pooled connection {id} after {:.1} ms",
-                self.elapsed_ms
-            );
+            return write!(f, "ended on pooled connection {id} after {elapsed:.1} ms");
         }
         match (&self.winner, &self.error) {
             (Some(id), _) => {
-                write!(f, "won by #{id} after {:.1} ms", self.elapsed_ms)?;
+                write!(f, "won by #{id} after {elapsed:.1} ms")?;
                 if let Some(alpn) = &self.alpn {
                     write!(f, " (ALPN {alpn})")?;
                 }
                 Ok(())
             }
-            (None, Some(e)) => write!(f, "failed after {:.1} ms: {e}", self.elapsed_ms),
-            (None, None) => write!(f, "unfinished after {:.1} ms", self.elapsed_ms),
+            (None, Some(e)) => write!(f, "failed after {elapsed:.1} ms: {e}"),
+            (None, None) => write!(f, "unfinished after {elapsed:.1} ms"),
         }
+    }
+}
+
+/// How report values are written in JSON (`docs/report-json.md`).
+mod json {
+    use std::fmt::Display;
+    use std::time::Duration;
+
+    use fastfallback_proto::{AttemptErrorKind, CancelReason, Family};
+    use serde::Serializer;
+
+    pub(super) fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(super::ms(*d))
+    }
+
+    pub(super) fn opt_millis<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => millis(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn display<T: Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    pub(super) fn opt_display<T: Display, S: Serializer>(
+        v: &Option<T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn family<S: Serializer>(f: &Family, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match f {
+            Family::V6 => "v6",
+            Family::V4 => "v4",
+        })
+    }
+
+    pub(super) fn kind_name(kind: AttemptErrorKind) -> &'static str {
+        match kind {
+            AttemptErrorKind::Refused => "refused",
+            AttemptErrorKind::Unreachable => "unreachable",
+            AttemptErrorKind::TimedOut => "timed_out",
+            AttemptErrorKind::Reset => "reset",
+            AttemptErrorKind::Tls => "tls",
+            AttemptErrorKind::AlpnMismatch => "alpn_mismatch",
+            AttemptErrorKind::Cancelled => "cancelled",
+            _ => "io",
+        }
+    }
+
+    pub(super) fn reason_name(reason: CancelReason) -> &'static str {
+        match reason {
+            CancelReason::LostRace => "lost_race",
+            CancelReason::AttemptTimeout => "attempt_timeout",
+            CancelReason::Deadline => "deadline",
+            CancelReason::Evicted => "evicted",
+            CancelReason::Abandoned => "abandoned",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastfallback_proto::AttemptErrorKind;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn attempt(id: u32, route: &str, started: u64, outcome: AttemptOutcome) -> AttemptReport {
+        let route: SocketAddr = route.parse().unwrap();
+        AttemptReport {
+            id,
+            route,
+            family: Family::of(route.ip()),
+            plan: format!("tcp {route}"),
+            tls: false,
+            started: ms(started),
+            tcp_connected: None,
+            ended: Some(ms(270)),
+            outcome,
+        }
+    }
+
+    fn report() -> RaceReport {
+        let refused = AttemptError::new(AttemptErrorKind::Refused, Phase::Tcp, "refused");
+        RaceReport {
+            origin: "tcp://example.test:80".to_owned(),
+            elapsed: Duration::from_micros(270_500),
+            queries: vec![QueryReport {
+                kind: QueryKind::Aaaa,
+                sent: ms(0),
+                answered: Some(ms(10)),
+                answer: Some(AnswerReport::Addresses(vec![
+                    "2001:db8::a".parse().unwrap(),
+                ])),
+            }],
+            attempts: vec![
+                attempt(
+                    1,
+                    "[2001:db8::a]:80",
+                    10,
+                    AttemptOutcome::Cancelled {
+                        reason: CancelReason::LostRace,
+                        phase: Phase::Tcp,
+                    },
+                ),
+                attempt(2, "192.0.2.1:80", 20, AttemptOutcome::Failed(refused)),
+                attempt(3, "192.0.2.2:80", 260, AttemptOutcome::Won),
+            ],
+            winner: Some(3),
+            pooled: None,
+            alpn: Some(Alpn::H2),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn json_field_names_and_shapes_are_the_documented_ones() {
+        let json: serde_json::Value = serde_json::from_str(&report().to_json()).unwrap();
+        let expected = serde_json::json!({
+            "origin": "tcp://example.test:80",
+            "elapsed_ms": 270.5,
+            "queries": [{
+                "kind": "AAAA", "sent_ms": 0.0, "answered_ms": 10.0,
+                "answer": {"addresses": ["2001:db8::a"]}
+            }],
+            "attempts": [
+                {"id": 1, "route": "[2001:db8::a]:80", "family": "v6", "plan": "tcp [2001:db8::a]:80",
+                 "tls": false, "started_ms": 10.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "outcome": {"status": "cancelled", "reason": "lost_race", "phase": "tcp"}},
+                {"id": 2, "route": "192.0.2.1:80", "family": "v4", "plan": "tcp 192.0.2.1:80",
+                 "tls": false, "started_ms": 20.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "outcome": {"status": "failed", "kind": "refused", "phase": "tcp", "detail": "refused"}},
+                {"id": 3, "route": "192.0.2.2:80", "family": "v4", "plan": "tcp 192.0.2.2:80",
+                 "tls": false, "started_ms": 260.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "outcome": {"status": "won"}}
+            ],
+            "winner": 3, "pooled": null, "alpn": "h2", "error": null
+        });
+        assert_eq!(json, expected);
+    }
+
+    #[test]
+    fn breakdown_splits_dns_waiting_tcp_and_tls_for_the_winner() {
+        let mut r = report();
+        r.attempts[2].tcp_connected = Some(ms(265));
+        let b = r.breakdown().unwrap();
+        assert_eq!(b.dns, ms(10));
+        assert_eq!(b.waiting, ms(250));
+        assert_eq!(b.tcp, ms(5));
+        assert_eq!(b.tls, ms(5));
+        r.winner = None;
+        assert_eq!(r.breakdown(), None);
     }
 }

@@ -4,8 +4,11 @@
 //! servers listen on the same port of one or both addresses. Connectivity is set to dual stack,
 //! so the tests do not depend on whether the machine itself has global IPv6.
 
+mod support;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use support::Millis;
 
 use fastfallback_net::{
     BuildError, ConnectError, Connectivity, Connector, FallbackPolicy, StaticResolver,
@@ -110,17 +113,18 @@ async fn refused_ipv6_moves_to_ipv4_without_waiting_for_the_attempt_delay() {
     assert!(
         report.attempts[0]
             .outcome
+            .to_string()
             .starts_with("failed: connection refused"),
         "{report}"
     );
     assert_eq!(report.attempts[1].route, SocketAddr::new(ip(V4), port));
     // Reference profile P4: the refusal of the latest attempt starts the next one in the same
     // turn, at the same instant, not after 250 ms and not after a 10 ms floor.
-    let second = report.attempts[1].started_ms;
+    let second = report.attempts[1].started;
     assert_eq!(
         Some(second),
-        report.attempts[0].ended_ms,
-        "second attempt at {second} ms\n{report}"
+        report.attempts[0].ended,
+        "second attempt at {second:?}\n{report}"
     );
     assert_eq!(report.winner, Some(report.attempts[1].id));
 }
@@ -290,11 +294,11 @@ async fn tls_race_verifies_the_origin_and_negotiates_h2() {
         .await
         .unwrap();
     assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
-    assert_eq!(conn.report().alpn.as_deref(), Some("h2"));
+    assert_eq!(conn.report().alpn, Some(Alpn::H2));
     let tls = conn.stream().tls().expect("a TLS stream");
     assert!(tls.peer_certificates().is_some_and(|c| !c.is_empty()));
     let won = conn.report().winning_attempt().unwrap();
-    assert!(won.tcp_connected_ms.unwrap() <= won.ended_ms.unwrap());
+    assert!(won.tcp_connected.unwrap().ms() <= won.ended.unwrap().ms());
     assert!(
         won.plan.contains("tls origin.test [h2, http/1.1]"),
         "{}",

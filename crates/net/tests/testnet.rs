@@ -11,15 +11,19 @@
 //! namespace is the test's own, so anything there was opened by the test; `Net`'s drop checks
 //! it), and while a won connection is held, exactly one TCP socket exists: the winner's.
 
+mod support;
+
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Deref;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use support::Millis;
 
 use fastfallback_net::{
-    ConnectError, Connector, FallbackPolicy, HickoryResolver, Pool, PoolOptions, RaceReport, Source,
+    AnswerReport, ConnectError, Connector, FallbackPolicy, HickoryResolver, Pool, PoolOptions,
+    RaceReport, Source,
 };
-use fastfallback_proto::{AttemptErrorKind, RaceErrorKind};
+use fastfallback_proto::{AttemptErrorKind, QueryKind, RaceErrorKind};
 use fastfallback_testnet::{
     DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
     server_v6,
@@ -182,17 +186,19 @@ fn v6_blackhole_starts_v4_after_attempt_delay() {
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert_eq!(a0.route, SocketAddr::new(v6(0), PORT), "{report}");
     assert!(
-        a0.outcome.starts_with("cancelled: lost the race"),
+        a0.outcome
+            .to_string()
+            .starts_with("cancelled: lost the race"),
         "{report}"
     );
     assert_near(
         "second attempt after the first",
-        a1.started_ms - a0.started_ms,
+        a1.started.ms() - a0.started.ms(),
         250.0,
     );
     assert_near(
         "winner's connect",
-        a1.ended_ms.unwrap() - a1.started_ms,
+        a1.ended.unwrap().ms() - a1.started.ms(),
         20.0,
     );
     // The wire saw the same timeline: SYN to IPv6, then SYN to IPv4 250 ms later.
@@ -216,13 +222,15 @@ fn v6_reset_falls_back_to_v4_after_one_rtt() {
     assert_eq!(report.attempts_started(), 2, "{report}");
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert!(
-        a0.outcome.starts_with("failed: connection refused"),
+        a0.outcome
+            .to_string()
+            .starts_with("failed: connection refused"),
         "{report}"
     );
-    assert_near("refusal", a0.ended_ms.unwrap() - a0.started_ms, 20.0);
+    assert_near("refusal", a0.ended.unwrap().ms() - a0.started.ms(), 20.0);
     // RFC 8305 §5: the failure starts the next attempt at once, not at 250 ms.
-    assert_near("fallback start", a1.started_ms - a0.started_ms, 20.0);
-    assert_near("total", report.elapsed_ms - a0.started_ms, 40.0);
+    assert_near("fallback start", a1.started.ms() - a0.started.ms(), 20.0);
+    assert_near("total", report.elapsed.ms() - a0.started.ms(), 40.0);
 }
 
 #[test]
@@ -248,20 +256,28 @@ fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
     assert_eq!(report.attempts_started(), 1, "{report}");
     let a = &report.attempts[0];
     assert_eq!(a.route, SocketAddr::new(v4(0), PORT));
-    let a_answer = report.queries.iter().find(|q| q.kind == "A").unwrap();
+    let a_answer = report
+        .queries
+        .iter()
+        .find(|q| q.kind == QueryKind::A)
+        .unwrap();
     // HEv3 §4.2: with only A in, wait the Resolution Delay (50 ms) for AAAA, then go.
     assert_near(
         "IPv4 start",
-        a.started_ms,
-        a_answer.answered_ms.unwrap() + 50.0,
+        a.started.ms(),
+        a_answer.answered.unwrap().ms() + 50.0,
     );
     assert!(
-        report.elapsed_ms <= 50.0 + 20.0 + 5.0 + a_answer.answered_ms.unwrap(),
+        report.elapsed.ms() <= 50.0 + 20.0 + 5.0 + a_answer.answered.unwrap().ms(),
         "{report}"
     );
-    let aaaa = report.queries.iter().find(|q| q.kind == "AAAA").unwrap();
+    let aaaa = report
+        .queries
+        .iter()
+        .find(|q| q.kind == QueryKind::Aaaa)
+        .unwrap();
     assert_eq!(
-        aaaa.answered_ms, None,
+        aaaa.answered, None,
         "the race did not wait for AAAA\n{report}"
     );
 }
@@ -291,7 +307,7 @@ fn slower_family_loses_and_is_skipped_on_the_second_contact() {
     );
     assert_near(
         "first contact",
-        first.elapsed_ms - first.attempts[0].started_ms,
+        first.elapsed.ms() - first.attempts[0].started.ms(),
         270.0,
     );
     // Second contact: route memory knows IPv6 is slower and leads with IPv4.
@@ -299,7 +315,7 @@ fn slower_family_loses_and_is_skipped_on_the_second_contact() {
     assert_eq!(second.attempts_started(), 1, "{second}");
     assert_near(
         "second contact",
-        second.elapsed_ms - second.attempts[0].started_ms,
+        second.elapsed.ms() - second.attempts[0].started.ms(),
         20.0,
     );
 }
@@ -324,7 +340,7 @@ fn second_contact_skips_the_blackholed_family() {
     assert_eq!(second.attempts_started(), 1, "{second}");
     assert_eq!(second.attempts[0].route.ip(), v4(0), "{second}");
     assert!(
-        second.elapsed_ms <= 20.0 + 5.0 + second.attempts[0].started_ms,
+        second.elapsed.ms() <= 20.0 + 5.0 + second.attempts[0].started.ms(),
         "{second}"
     );
 }
@@ -367,18 +383,20 @@ fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert_near(
         "IPv6 TCP",
-        a0.tcp_connected_ms.unwrap() - a0.started_ms,
+        a0.tcp_connected.unwrap().ms() - a0.started.ms(),
         20.0,
     );
     assert!(
-        a0.outcome.starts_with("cancelled: lost the race"),
+        a0.outcome
+            .to_string()
+            .starts_with("cancelled: lost the race"),
         "{report}"
     );
     // HEv3 §6.1 (profile P6): TCP at 20 ms moves the next start to max(250, 20 + 250) = 270.
-    assert_near("IPv4 start", a1.started_ms - a0.started_ms, 270.0);
+    assert_near("IPv4 start", a1.started.ms() - a0.started.ms(), 270.0);
     // TCP (1 RTT) + TLS 1.3 (1 RTT) = 40 ms, plus the handshake's CPU time on both ends,
     // which in an unoptimised test build is several ms on a busy core.
-    let tls = a1.ended_ms.unwrap() - a1.started_ms;
+    let tls = a1.ended.unwrap().ms() - a1.started.ms();
     assert!(
         (39.0..60.0).contains(&tls),
         "IPv4 TCP + TLS: {tls:.1} ms, expected 40 ms + CPU"
@@ -417,7 +435,7 @@ fn every_attempt_failing_reports_each_cause_in_start_order() {
     let report = err.report().unwrap();
     assert_near(
         "both failed",
-        report.elapsed_ms - report.attempts[0].started_ms,
+        report.elapsed.ms() - report.attempts[0].started.ms(),
         40.0,
     );
 }
@@ -459,7 +477,7 @@ fn connect_deadline_ends_a_blackholed_race_with_every_cause() {
             .iter()
             .all(|a| a.error.kind == AttemptErrorKind::TimedOut)
     );
-    assert_near("deadline", err.report().unwrap().elapsed_ms, 600.0);
+    assert_near("deadline", err.report().unwrap().elapsed.ms(), 600.0);
 }
 
 #[test]
@@ -478,13 +496,15 @@ fn attempt_timeout_moves_on_before_the_attempt_delay() {
     let report = contact(&net, policy).unwrap();
     let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
     assert!(
-        a0.outcome.starts_with("cancelled: attempt timed out"),
+        a0.outcome
+            .to_string()
+            .starts_with("cancelled: attempt timed out"),
         "{report}"
     );
-    assert_near("timeout", a0.ended_ms.unwrap() - a0.started_ms, 150.0);
+    assert_near("timeout", a0.ended.unwrap().ms() - a0.started.ms(), 150.0);
     // The timed-out attempt was the latest, so the next starts at once (profile P4).
-    assert_near("next start", a1.started_ms - a0.started_ms, 150.0);
-    assert_near("winner", report.elapsed_ms - a0.started_ms, 170.0);
+    assert_near("next start", a1.started.ms() - a0.started.ms(), 150.0);
+    assert_near("winner", report.elapsed.ms() - a0.started.ms(), 170.0);
 }
 
 #[test]
@@ -530,12 +550,25 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
     let first = &report.attempts[0];
     assert_eq!(first.route, SocketAddr::new(v6(0), ALT_PORT), "{report}");
     assert!(
-        first.started_ms < 100.0,
+        first.started.ms() < 100.0,
         "started on the hints, not the 200 ms answers\n{report}"
     );
     assert_eq!(report.winner, Some(first.id), "{report}");
-    let https = report.queries.iter().find(|q| q.kind == "HTTPS").unwrap();
-    assert_eq!(https.answer.as_deref(), Some("1 record(s)"));
+    let https = report
+        .queries
+        .iter()
+        .find(|q| q.kind == QueryKind::Https)
+        .unwrap();
+    let Some(AnswerReport::Https(records)) = &https.answer else {
+        panic!("the HTTPS answer is missing from the report\n{report}");
+    };
+    assert_eq!(records.len(), 1, "{report}");
+    assert_eq!(records[0].alpn, ["h2"]);
+    assert_eq!(records[0].port, Some(ALT_PORT));
+    assert_eq!(
+        records[0].hints,
+        [IpAddr::V6(server_v6(0)), IpAddr::V4(server_v4(0))]
+    );
 }
 
 #[test]
@@ -677,15 +710,18 @@ fn second_race_ends_on_the_first_calls_h2_connection_when_it_is_pooled() {
     // b raced: its IPv6 attempt started, and was cancelled when the pooled connection came.
     assert_eq!(rb.attempts_started(), 1, "{rb}");
     assert_eq!(rb.attempts[0].route, SocketAddr::new(v6(0), TLS_PORT));
-    assert!(rb.attempts[0].outcome.starts_with("cancelled"), "{rb}");
+    assert!(
+        rb.attempts[0].outcome.to_string().starts_with("cancelled"),
+        "{rb}"
+    );
     // b ended when a's connection was pooled: a's race end, on the same clock.
-    let (a_end, b_end) = (ta + ra.elapsed_ms, tb + rb.elapsed_ms);
+    let (a_end, b_end) = (ta + ra.elapsed.ms(), tb + rb.elapsed.ms());
     assert!(
         (b_end - a_end).abs() < 5.0,
         "a ended at {a_end:.1} ms, b at {b_end:.1} ms\n{ra}\n{rb}"
     );
     // IPv4 SYN at 250 (a's), TCP 10 ms, TLS 10 ms: b's own IPv4 start (50 + 250) never came.
-    assert_near("a's race", ra.elapsed_ms, 270.0);
+    assert_near("a's race", ra.elapsed.ms(), 270.0);
     let syns = syn_offsets(&net);
     let v4_syns: Vec<_> = syns.iter().filter(|(_, d)| d.is_ipv4()).collect();
     let v6_syns = syns.iter().filter(|(_, d)| d.is_ipv6()).count();
@@ -711,7 +747,7 @@ fn waiting_call_sends_nothing_and_shares_the_first_calls_h2_connection() {
     assert_eq!((sa, sb), (Source::New, Source::PooledMidRace), "{ra}\n{rb}");
     assert_eq!(rb.attempts_started(), 0, "{rb}");
     assert_eq!(rb.pooled, Some(1), "{rb}");
-    let (a_end, b_end) = (ta + ra.elapsed_ms, tb + rb.elapsed_ms);
+    let (a_end, b_end) = (ta + ra.elapsed.ms(), tb + rb.elapsed.ms());
     assert!(
         (b_end - a_end).abs() < 5.0,
         "a ended at {a_end:.1} ms, b at {b_end:.1} ms"
