@@ -1,156 +1,84 @@
 //! The `fastfallback` command-line tool.
 //!
-//! `fastfallback demo` plays canned race scenarios on virtual time, offline and without root,
-//! and prints each one's timeline: what was queried and answered, which attempts started when,
-//! how each ended, and who won.
+//! - `fastfallback connect URL|HOST:PORT...`: races to each origin for real and draws the race
+//!   as a waterfall, then the winner and where the time went.
+//! - `fastfallback get URL`: one HTTP request through the pool; status, protocol and timing.
+//! - `fastfallback demo`: canned races on virtual time, offline and without root;
+//!   `demo --testnet` (root) runs the real driver on an emulated dual-stack network.
+//!
+//! Exit codes: 0 success; 1 a connection or request failed; 2 bad arguments; 3 the tool could
+//! not set itself up (resolver, CA file, memory file, test network).
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use fastfallback_proto::AttemptErrorKind;
-use fastfallback_route::{Connectivity, HostModel, Nat64Prefix, RouteDatabase, RouteMemory};
-use fastfallback_sim::{Behaviour, Scenario};
+use clap::{Parser, Subcommand};
 
-const USAGE: &str = "usage: fastfallback demo [NAME]
+mod connect;
+mod demo;
+mod get;
+mod setup;
+mod waterfall;
 
-Plays canned Happy Eyeballs races on virtual time and prints their timelines.
-With NAME, plays only the scenarios whose name contains NAME.";
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  a connection or request failed
+  2  bad arguments
+  3  could not set up (resolver, CA file, memory file, test network)
 
-fn scenarios() -> Vec<(Scenario, &'static str)> {
-    let memory = Arc::new(RouteDatabase::new(RouteMemory::default()));
-    vec![
-        (
-            Scenario::plain()
-                .named("healthy dual-stack host")
-                .aaaa(10, &["2001:db8::a"])
-                .a(12, &["192.0.2.1"])
-                .ok("2001:db8::a", 20)
-                .ok("192.0.2.1", 20),
-            "IPv6 answers first and connects; IPv4 is never tried (T01).",
-        ),
-        (
-            Scenario::plain()
-                .named("IPv6 blackholed, first contact")
-                .memory(memory.clone())
-                .aaaa(10, &["2001:db8::a"])
-                .a(10, &["192.0.2.1"])
-                .drop("2001:db8::a")
-                .ok("192.0.2.1", 20),
-            "IPv4 starts one Connection Attempt Delay (250 ms) later and wins (T11).",
-        ),
-        (
-            Scenario::plain()
-                .named("IPv6 blackholed, second contact")
-                .memory(memory)
-                .starting_at(5000)
-                .aaaa(10, &["2001:db8::a"])
-                .a(10, &["192.0.2.1"])
-                .drop("2001:db8::a")
-                .ok("192.0.2.1", 20),
-            "Route memory knows IPv6 is dead on this network: IPv4 goes first.",
-        ),
-        (
-            Scenario::plain()
-                .named("slow AAAA answer")
-                .a(0, &["192.0.2.1"])
-                .aaaa(300, &["2001:db8::a"])
-                .ok("192.0.2.1", 20),
-            "A arrives first; after the 50 ms Resolution Delay IPv4 goes ahead (T03).",
-        ),
-        (
-            Scenario::plain()
-                .named("IPv6 refused at once")
-                .aaaa(10, &["2001:db8::a"])
-                .a(10, &["192.0.2.1"])
-                .refuse("2001:db8::a", 15)
-                .ok("192.0.2.1", 20),
-            "A refusal of the latest attempt moves on at once (T12).",
-        ),
-        (
-            Scenario::https()
-                .named("TLS handshake, three addresses per family")
-                .aaaa(10, &["2001:db8::a", "2001:db8::b", "2001:db8::c"])
-                .a(10, &["192.0.2.1", "192.0.2.2", "192.0.2.3"])
-                .behave(
-                    "2001:db8::a",
-                    Behaviour::TlsFail {
-                        tcp: 20,
-                        tls: 30,
-                        follow_up: None,
-                    },
-                )
-                .ok_tls("192.0.2.1", 300, 40)
-                .ok_tls("2001:db8::b", 20, 30),
-            "A TLS failure moves on; the fastest full handshake wins; losers are cancelled.",
-        ),
-        (
-            Scenario::plain()
-                .named("NAT64 network, IPv4-only origin")
-                .host(HostModel::v6_only())
-                .connectivity(Connectivity {
-                    v6: true,
-                    v4: false,
-                    nat64: Some(Nat64Prefix::WELL_KNOWN),
-                })
-                .aaaa(10, &[])
-                .a(20, &["192.0.2.1"])
-                .ok("64:ff9b::c000:201", 20),
-            "The A answer is synthesized into 64:ff9b::/96 (T26).",
-        ),
-        (
-            Scenario::plain()
-                .named("everything fails")
-                .aaaa(10, &["2001:db8::a", "2001:db8::b"])
-                .a(10, &["192.0.2.1"])
-                .refuse("2001:db8::a", 30)
-                .behave(
-                    "192.0.2.1",
-                    Behaviour::Fail {
-                        after: 30,
-                        kind: AttemptErrorKind::Unreachable,
-                    },
-                )
-                .refuse("2001:db8::b", 30),
-            "The error keeps every attempt's cause, in start order (T19).",
-        ),
-    ]
+Colour is used on a terminal; NO_COLOR=1 turns it off, CLICOLOR_FORCE=1 forces it.";
+
+/// Opens the fastest working connection to an origin (Happy Eyeballs: RFC 8305, the HEv3
+/// draft), and shows exactly what happened.
+#[derive(Debug, Parser)]
+#[command(name = "fastfallback", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Race to each origin in turn and draw every race as a waterfall.
+    ///
+    /// One connector contacts the origins in the order given, so a second contact shows what
+    /// route memory learned from the first.
+    Connect(connect::ConnectArgs),
+    /// Send one HTTP GET through the pool and print status, protocol and timing.
+    Get(get::GetArgs),
+    /// Play canned races on virtual time (offline, no root), or with --testnet run the real
+    /// driver on an emulated dual-stack network with IPv6 blackholed (root).
+    Demo(demo::DemoArgs),
+}
+
+/// How a command ended, as an exit code.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+enum Outcome {
+    /// Everything worked.
+    Success = 0,
+    /// A connection or request failed.
+    Failed = 1,
+    /// The tool could not set itself up.
+    Setup = 3,
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("demo") => {
-            let filter = args.get(1).cloned().unwrap_or_default();
-            let mut played = 0;
-            for (scenario, blurb) in scenarios() {
-                if !scenario.name().contains(&filter) {
-                    continue;
-                }
-                played += 1;
-                let run = scenario.run();
-                println!("== {} ==", scenario.name());
-                println!("   {blurb}");
-                print!("{}", run.timeline());
-                println!(
-                    "   attempts: {}, peak in flight: {}, sockets left open: {}\n",
-                    run.attempts.len(),
-                    run.peak_in_flight,
-                    run.open_sockets
-                );
-            }
-            if played == 0 {
-                eprintln!("no scenario matches {filter:?}");
-                return ExitCode::FAILURE;
-            }
-            ExitCode::SUCCESS
-        }
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
-        }
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Connect(args) => connect::run(args),
+        Command::Get(args) => get::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    ExitCode::from(outcome as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_argument_definitions_are_consistent() {
+        Cli::command().debug_assert();
     }
 }

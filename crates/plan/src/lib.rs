@@ -29,6 +29,7 @@ mod attempt;
 mod finder;
 mod plan;
 mod policy;
+mod policy_text;
 mod timer;
 
 pub use attempt::{AttemptRecord, AttemptState};
@@ -39,4 +40,5 @@ pub use policy::{
     FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, MAX_MEMORY_TTL, PolicyError,
     PoolPolicy, SpareWinners, StartFloor, WinAt,
 };
+pub use policy_text::POLICY_KEYS;
 pub use timer::Timer;

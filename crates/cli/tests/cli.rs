@@ -1,0 +1,275 @@
+//! The `fastfallback` binary as a user runs it, against servers on loopback (no root needed):
+//! waterfalls, JSON, exit codes, TLS with a custom CA, and `get` over HTTP/2.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::{HttpOptions, serve};
+
+fn fastfallback(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A TCP server on 127.0.0.1 that accepts and holds connections, on a thread of its own.
+fn accepting_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    addr
+}
+
+/// A port on 127.0.0.1 where nothing listens.
+fn closed_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// An HTTPS server for `localhost` on 127.0.0.1 (HTTP/2 when ALPN picks h2), and a file
+/// holding its CA certificate (DER).
+struct Https {
+    addr: SocketAddr,
+    ca: PathBuf,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Https {
+    fn start(test: &str, alpn: &[&[u8]]) -> Self {
+        let tls = TlsMaterial::new(&["localhost".to_owned()], &[]).unwrap();
+        let ca = std::env::temp_dir().join(format!(
+            "fastfallback-cli-{test}-{}.der",
+            std::process::id()
+        ));
+        std::fs::write(&ca, tls.ca_der().as_ref()).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|a| a.to_vec()).collect();
+        let addr = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let options = HttpOptions {
+                tls: Some(tls.with_alpn(&alpn)),
+                ..HttpOptions::default()
+            };
+            serve(listener, options);
+            addr
+        });
+        Self {
+            addr,
+            ca,
+            _runtime: runtime,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://localhost:{}/", self.addr.port())
+    }
+}
+
+impl Drop for Https {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.ca);
+    }
+}
+
+#[test]
+fn connect_draws_a_waterfall_for_a_loopback_origin() {
+    let addr = accepting_server();
+    let out = fastfallback(&["connect", &addr.to_string()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!("race to tcp://{addr}: won by #1 in ")),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!("#1 v4 {addr}")))
+        .unwrap_or_else(|| panic!("no attempt row\n{text}"));
+    assert!(row.contains('▒') && row.ends_with("│ won"), "{row}");
+    assert!(
+        text.contains(&format!("  winner  #1 {addr} (IPv4)")),
+        "{text}"
+    );
+    assert!(text.contains("  timing  dns 0.0 ms + waiting "), "{text}");
+    assert!(!text.contains('\u{1b}'), "NO_COLOR is respected\n{text}");
+}
+
+#[test]
+fn connect_to_a_closed_port_shows_the_refusal_and_exits_1() {
+    let addr = closed_port();
+    let out = fastfallback(&["connect", &format!("tcp://{addr}")]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains(": failed in "), "{text}");
+    assert!(text.contains("failed: connection refused"), "{text}");
+    assert!(text.contains("  error   "), "{text}");
+}
+
+#[test]
+fn connect_json_is_one_object_with_a_report_per_contact() {
+    let (open, closed) = (accepting_server(), closed_port());
+    let out = fastfallback(&["connect", &open.to_string(), &closed.to_string(), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "one contact failed");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let contacts = json["contacts"].as_array().unwrap();
+    assert_eq!(contacts.len(), 2);
+    assert_eq!(contacts[0]["origin"], format!("tcp://{open}"));
+    assert_eq!(contacts[0]["winner"], 1);
+    assert_eq!(contacts[0]["attempts"][0]["family"], "v4");
+    assert_eq!(contacts[0]["attempts"][0]["outcome"]["status"], "won");
+    assert!(contacts[0]["elapsed_ms"].as_f64().unwrap() > 0.0);
+    let failed = &contacts[1]["attempts"][0]["outcome"];
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["kind"], "refused");
+    assert_eq!(failed["phase"], "tcp");
+}
+
+#[test]
+fn connect_over_tls_with_a_custom_ca_negotiates_h2() {
+    let server = Https::start("connect", &[b"h2", b"http/1.1"]);
+    let ca = server.ca.to_str().unwrap();
+    let out = fastfallback(&["connect", &server.url(), "--ca", ca]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains(", ALPN h2"), "{text}");
+    assert!(text.contains("█"), "the TLS handshake is drawn\n{text}");
+
+    let out = fastfallback(&["connect", &server.url(), "--ca", ca, "--alpn", "http/1.1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains(", ALPN http/1.1"), "{}", stdout(&out));
+}
+
+#[test]
+fn connect_without_the_ca_fails_on_the_certificate() {
+    let server = Https::start("untrusted", &[b"h2"]);
+    let out = fastfallback(&["connect", &server.url(), "--policy", "connect_timeout=5s"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains("failed: tls handshake failed"), "{text}");
+}
+
+#[test]
+fn get_over_h2_prints_status_protocol_and_timing() {
+    let server = Https::start("get", &[b"h2"]);
+    let out = fastfallback(&["get", &server.url(), "--ca", server.ca.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, "200 OK over HTTP/2.0, on a new connection", "{text}");
+    assert!(text.contains("  timing  connect "), "{text}");
+    assert!(text.contains(", ALPN h2"), "the race is drawn too\n{text}");
+}
+
+#[test]
+fn bad_arguments_exit_2_and_bad_settings_exit_3_naming_the_knob() {
+    let out = fastfallback(&["connect"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("URL|HOST:PORT"), "{}", stderr(&out));
+
+    let out = fastfallback(&["connect", "localhost:1", "--policy", "attempt_delay=1ms"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("attempt_delay"), "{}", stderr(&out));
+
+    let out = fastfallback(&["connect", "localhost:1", "--ca", "/nonexistent/ca.pem"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("--ca /nonexistent/ca.pem"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn help_lists_every_policy_knob_and_the_exit_codes() {
+    let out = fastfallback(&["connect", "--help"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0));
+    for (key, _) in fastfallback_plan_keys() {
+        assert!(text.contains(key), "--help lacks {key}\n{text}");
+    }
+    let top = stdout(&fastfallback(&["--help"]));
+    assert!(
+        top.contains("Exit codes:") && top.contains("NO_COLOR"),
+        "{top}"
+    );
+    let version = stdout(&fastfallback(&["--version"]));
+    assert_eq!(
+        version.trim(),
+        concat!("fastfallback ", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+fn fastfallback_plan_keys() -> &'static [(&'static str, &'static str)] {
+    fastfallback_plan::POLICY_KEYS
+}
+
+#[test]
+fn demo_plays_every_canned_race_offline() {
+    let out = fastfallback(&["demo"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(text.matches("== ").count(), 8, "{text}");
+    assert!(text.contains("sockets left open: 0"), "{text}");
+    assert_eq!(
+        fastfallback(&["demo", "no such scenario"]).status.code(),
+        Some(1)
+    );
+}
+
+/// Needs root (network namespaces). Without it the binary says so and exits 3; the test then
+/// prints that it skipped, and fails under `CI=true`.
+#[test]
+fn demo_testnet_draws_the_first_and_second_contact_over_a_blackholed_ipv6() {
+    let out = fastfallback(&["demo", "--testnet"]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    if out.status.code() == Some(3) && err.contains("needs CAP_NET_ADMIN") {
+        assert!(
+            std::env::var("CI").map_or(true, |v| !v.eq_ignore_ascii_case("true")),
+            "CI=true: demo --testnet must run here: {err}"
+        );
+        eprintln!("skipped: needs CAP_NET_ADMIN (demo --testnet): {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    let (first, second) = text.split_once("== Second contact ==").unwrap();
+    assert!(first.contains("won by #2"), "{first}");
+    let v6_row = first.lines().find(|l| l.contains("#1 v6")).unwrap();
+    assert!(
+        v6_row.ends_with("cancelled: lost the race (in tcp)"),
+        "{v6_row}"
+    );
+    // The IPv4 attempt starts one Connection Attempt Delay (250 ms) after IPv6.
+    let v4_row = first.lines().find(|l| l.contains("#2 v4")).unwrap();
+    let start: f64 = v4_row.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!((250.0..270.0).contains(&start), "{v4_row}");
+    // Route memory: the second contact goes to IPv4 first and only.
+    assert!(second.contains("won by #1"), "{second}");
+    assert!(second.lines().any(|l| l.contains("#1 v4")), "{second}");
+    assert!(!second.contains(" v6 "), "{second}");
+}
