@@ -344,6 +344,37 @@ impl fmt::Debug for Connector {
     }
 }
 
+/// Which certificates a connector trusts.
+#[derive(Default)]
+enum Roots {
+    /// The webpki root set (Mozilla's).
+    #[default]
+    Webpki,
+    /// The caller's roots.
+    Custom(RootCertStore),
+    /// The operating system's verifier.
+    #[cfg(feature = "platform-verifier")]
+    Platform,
+}
+
+/// rustls's crypto provider: the process-wide one if the application installed one, else the
+/// backend this crate was built with (`aws-lc-rs` by default, or `ring`).
+fn crypto_provider() -> Result<Arc<rustls::crypto::CryptoProvider>, BuildError> {
+    if let Some(provider) = rustls::crypto::CryptoProvider::get_default() {
+        return Ok(Arc::clone(provider));
+    }
+    #[cfg(feature = "aws-lc-rs")]
+    return Ok(Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    #[cfg(all(feature = "ring", not(feature = "aws-lc-rs")))]
+    return Ok(Arc::new(rustls::crypto::ring::default_provider()));
+    #[cfg(not(any(feature = "aws-lc-rs", feature = "ring")))]
+    Err(BuildError::Tls(rustls::Error::General(
+        "no TLS crypto provider: enable the `aws-lc-rs` or `ring` feature, or install one with \
+         rustls::crypto::CryptoProvider::install_default"
+            .to_owned(),
+    )))
+}
+
 /// Builds a [`Connector`]. Every setting has a default: the system's DNS configuration,
 /// the webpki root certificates, [`FallbackPolicy::default`] and [`SocketOptions::default`].
 #[derive(Default)]
@@ -351,7 +382,7 @@ impl fmt::Debug for Connector {
 pub struct ConnectorBuilder {
     policy: FallbackPolicy,
     resolver: Option<Arc<dyn Resolve>>,
-    roots: Option<RootCertStore>,
+    roots: Roots,
     tls: Option<ClientConfig>,
     socket: SocketOptions,
     dialer: Option<Arc<dyn Dial>>,
@@ -378,7 +409,16 @@ impl ConnectorBuilder {
 
     /// Trust these roots instead of the webpki set (for private CAs and tests).
     pub fn root_certificates(mut self, roots: RootCertStore) -> Self {
-        self.roots = Some(roots);
+        self.roots = Roots::Custom(roots);
+        self
+    }
+
+    /// Verify certificates with the operating system's verifier (rustls-platform-verifier:
+    /// the system trust store, with its revocation and policy checks) instead of the webpki
+    /// roots. Replaces [`Self::root_certificates`].
+    #[cfg(feature = "platform-verifier")]
+    pub fn platform_verifier(mut self) -> Self {
+        self.roots = Roots::Platform;
         self
     }
 
@@ -458,19 +498,28 @@ impl ConnectorBuilder {
         let (mut tls, verifier) = match self.tls {
             Some(c) => (c, None),
             None => {
-                let roots = self
-                    .roots
-                    .unwrap_or_else(|| webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect());
-                // The process-wide provider if the application installed one, else aws-lc-rs.
-                let provider = rustls::crypto::CryptoProvider::get_default()
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+                let provider = crypto_provider()?;
                 // The verifier is kept, so the pool can ask it whether a connection's
                 // certificate also covers another host before coalescing (§3.7).
-                let verifier: Arc<dyn ServerCertVerifier> =
-                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                let verifier: Arc<dyn ServerCertVerifier> = match self.roots {
+                    Roots::Webpki | Roots::Custom(_) => {
+                        let roots = match self.roots {
+                            Roots::Custom(roots) => roots,
+                            _ => webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect(),
+                        };
+                        WebPkiServerVerifier::builder_with_provider(
+                            Arc::new(roots),
+                            provider.clone(),
+                        )
                         .build()
-                        .map_err(|e| BuildError::Tls(rustls::Error::General(e.to_string())))?;
+                        .map_err(|e| BuildError::Tls(rustls::Error::General(e.to_string())))?
+                    }
+                    #[cfg(feature = "platform-verifier")]
+                    Roots::Platform => Arc::new(
+                        rustls_platform_verifier::Verifier::new(provider.clone())
+                            .map_err(BuildError::Tls)?,
+                    ),
+                };
                 let config = ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
                     .map_err(BuildError::Tls)?
@@ -761,11 +810,25 @@ enum Wake {
     Timer,
 }
 
+#[cfg(feature = "http")]
+use crate::pool::PoolLease;
+
+/// Without the `http` feature there is no pool, so no lease can exist.
+#[cfg(not(feature = "http"))]
+pub(crate) enum PoolLease {}
+
+#[cfg(not(feature = "http"))]
+impl PoolLease {
+    pub(crate) fn id(&self) -> PooledId {
+        match *self {}
+    }
+}
+
 /// What a race run for the pool hears from it while it runs.
 pub(crate) enum Offer {
     /// A pooled connection with an exchange already reserved for this race (dropping the
     /// lease gives it back).
-    Pooled(crate::pool::PoolLease),
+    Pooled(PoolLease),
     /// The connect this (waiting) race followed ended without a connection to share; what it
     /// taught route memory.
     Release(Vec<Lesson>),
@@ -808,10 +871,7 @@ pub(crate) enum Raced {
     /// It connected: a new connection.
     Connected(Connection),
     /// It ended on a pooled connection the pool offered (an exchange is reserved on it).
-    Pooled {
-        lease: crate::pool::PoolLease,
-        story: Story,
-    },
+    Pooled { lease: PoolLease, story: Story },
 }
 
 /// Everything a race run for the pool hands back, whatever its outcome.
@@ -963,7 +1023,7 @@ struct PoolSide {
     /// Attempts that lost but are kept (`SpareWinners::Pool`).
     spares: Vec<Running>,
     /// The pooled connection the race took, once it took one.
-    pooled: Option<crate::pool::PoolLease>,
+    pooled: Option<PoolLease>,
     /// A copy of what the race taught route memory, for the calls that waited on it.
     lessons: Vec<Lesson>,
 }
@@ -1461,5 +1521,64 @@ impl Race {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built with no crypto backend (`--no-default-features`; CI runs it so) and with no
+    /// process-wide provider, a connector cannot do TLS, and says how to fix it.
+    #[cfg(not(any(feature = "aws-lc-rs", feature = "ring")))]
+    #[test]
+    fn without_a_crypto_backend_build_names_the_features_to_enable() {
+        let err = Connector::builder()
+            .resolver(crate::StaticResolver::default())
+            .build()
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`aws-lc-rs` or `ring` feature"), "{text}");
+        assert!(text.contains("install_default"), "{text}");
+    }
+
+    #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+    #[test]
+    fn with_a_crypto_backend_the_connector_builds_its_own_tls_configuration() {
+        let connector = Connector::builder()
+            .resolver(crate::StaticResolver::default())
+            .build()
+            .unwrap();
+        assert!(connector.verifier().is_some());
+        assert_eq!(
+            connector.inner.tls.alpn_protocols,
+            [b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+    }
+
+    /// With the `platform-verifier` feature (CI builds it), the OS verifier is the one kept:
+    /// a certificate the system does not trust is refused.
+    #[cfg(all(
+        feature = "platform-verifier",
+        any(feature = "aws-lc-rs", feature = "ring")
+    ))]
+    #[test]
+    fn the_platform_verifier_refuses_a_certificate_the_system_does_not_trust() {
+        use rustls::pki_types::{ServerName, UnixTime};
+        let connector = Connector::builder()
+            .resolver(crate::StaticResolver::default())
+            .platform_verifier()
+            .build()
+            .unwrap();
+        let tls = fastfallback_testnet::TlsMaterial::new(&["localhost".to_owned()], &[]).unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let verdict = connector.verifier().unwrap().verify_server_cert(
+            &tls.ca_der(),
+            &[],
+            &name,
+            &[],
+            UnixTime::now(),
+        );
+        assert!(verdict.is_err(), "{verdict:?}");
     }
 }

@@ -12,7 +12,20 @@ use std::sync::Arc;
 
 use fastfallback_proto::{DnsAnswer, QueryKind};
 
-use crate::Source;
+/// How this exchange got its connection.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[non_exhaustive]
+pub enum Source {
+    /// A connection already in the pool, found when the call started (no race ran).
+    Pool,
+    /// A connection that entered the pool while this call's race ran (or waited); the race
+    /// ended on it.
+    PooledMidRace,
+    /// A connection made for another host and shared with this one (HTTP/2 coalescing).
+    Coalesced,
+    /// A new connection: this call's race won it.
+    New,
+}
 
 /// One step of one call (an exchange asked of the [`crate::Pool`]).
 ///

@@ -12,6 +12,13 @@
 //! - [`KernelSources`]: RFC 6724 source address selection asked of the kernel, outside the
 //!   race; the answers go in with each DNS answer.
 //! - [`Dial`]: the seam for supplying your own sockets (and fakes in tests).
+//! - With the `http` feature (default): `Pool` (connection reuse over HTTP/1.1 and HTTP/2)
+//!   and `HyperConnector` (a connector for hyper-util's client).
+//!
+//! Features: `http` (default) as above; `aws-lc-rs` (default) or `ring`: rustls's crypto
+//! backend, used when the application installed no process-wide `CryptoProvider`;
+//! `platform-verifier`: `ConnectorBuilder::platform_verifier`, the operating system's
+//! certificate verifier instead of the webpki roots.
 //!
 //! All clocks, sockets and sleeps of fastfallback live here; the domain crates get time and
 //! results handed in.
@@ -27,11 +34,17 @@
 //! # Ok(()) }
 //! ```
 
+// Without the pool, the connector's pool-facing plumbing (offers, spares, the verifier kept
+// for coalescing) has no caller; it stays compiled rather than being cut into cfg islands.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 mod attempt;
 mod connectivity;
 mod connector;
 mod events;
+#[cfg(feature = "http")]
 mod hyper_connector;
+#[cfg(feature = "http")]
 mod pool;
 mod report;
 mod resolve;
@@ -42,11 +55,12 @@ pub use connectivity::{NetworkState, detect_connectivity, detect_network};
 pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
-pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener};
+pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Source};
+#[cfg(feature = "http")]
 pub use hyper_connector::{ConnectInfo, HyperConnecting, HyperConnector, HyperIo};
+#[cfg(feature = "http")]
 pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
-    Source,
 };
 pub use report::{
     AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, QueryReport, RaceReport,

@@ -16,7 +16,7 @@ use http_body_util::Full;
 use super::conn::{Conn, H1Sender};
 use super::{ExchangeError, Origin};
 use crate::RaceReport;
-use crate::events::{CallEvent, ConnectionEvent, EventListener};
+use crate::events::{CallEvent, ConnectionEvent, EventListener, Source};
 use crate::report::Story;
 
 /// One exchange counted against a pooled connection. Dropping it gives the exchange back:
@@ -171,21 +171,6 @@ struct Exclusive {
     conn: Conn,
     origin: Origin,
     end: CallEnd,
-}
-
-/// How this exchange got its connection.
-#[derive(Clone, Copy, Debug, Eq, PartialEq)]
-#[non_exhaustive]
-pub enum Source {
-    /// A connection already in the pool, found when the call started (no race ran).
-    Pool,
-    /// A connection that entered the pool while this call's race ran (or waited); the race
-    /// ended on it.
-    PooledMidRace,
-    /// A connection made for another host and shared with this one (HTTP/2 coalescing).
-    Coalesced,
-    /// A new connection: this call's race won it.
-    New,
 }
 
 /// A connection ready to carry one exchange to an origin: from the pool, or new. Send the

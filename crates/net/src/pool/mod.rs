@@ -49,10 +49,11 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::connector::{Offer, PoolLink, Raced, Watch, now};
+use crate::events::Source;
 use crate::events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Listeners};
 use crate::{ConnectError, Connector};
 use conn::{Conn, H1Sender, Health, Proto};
-pub use exchange::{Body, Exchange, Source};
+pub use exchange::{Body, Exchange};
 use exchange::{Held, Lease, Parts};
 
 pub(crate) use exchange::Lease as PoolLease;
