@@ -16,6 +16,7 @@ use fastfallback_plan::{PoolPolicy, SpareWinners};
 use fastfallback_proto::Protocol;
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
+use futures::StreamExt;
 use rustls::RootCertStore;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -1002,7 +1003,9 @@ async fn the_pool_is_a_tower_service_of_requests_over_http1_and_h2() {
         let mut pool = setup.pool();
         for _ in 0..2 {
             let uri = format!("{}/bytes/2", setup.url("a.test"));
-            let request = http::Request::get(uri.as_str()).body(Bytes::new()).unwrap();
+            let request = http::Request::get(uri.as_str())
+                .body(http_body_util::Empty::<Bytes>::new())
+                .unwrap();
             let response = Service::call(&mut pool, request).await.unwrap();
             let expected = if alpn == H2 {
                 http::Version::HTTP_2
@@ -1017,5 +1020,97 @@ async fn the_pool_is_a_tower_service_of_requests_over_http1_and_h2() {
             1,
             "{alpn:?}: one connection for both requests"
         );
+    }
+}
+
+/// A request body sent as it is produced: `chunks` data frames, then trailers when asked.
+fn streamed_body(
+    chunks: Vec<Bytes>,
+    trailer: bool,
+) -> impl http_body::Body<Data = Bytes, Error = std::io::Error> + Send + 'static {
+    let mut frames: Vec<Result<http_body::Frame<Bytes>, std::io::Error>> = chunks
+        .into_iter()
+        .map(|c| Ok(http_body::Frame::data(c)))
+        .collect();
+    if trailer {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+        frames.push(Ok(http_body::Frame::trailers(trailers)));
+    }
+    // Yield between frames, so the body really arrives over time.
+    let stream = futures::stream::iter(frames).then(|f| async move {
+        tokio::task::yield_now().await;
+        f
+    });
+    http_body_util::StreamBody::new(stream)
+}
+
+#[tokio::test]
+async fn a_streamed_request_body_reaches_the_server_over_http1_and_h2() {
+    for alpn in [H1, H2] {
+        let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+        setup.serve(&[V4], &[alpn], None).await;
+        let pool = setup.pool();
+        // 1 MiB: far past HTTP/2's initial 64 KiB window, so the pump must wait for
+        // WINDOW_UPDATEs (RFC 9113 §6.9) instead of buffering it all.
+        let chunks: Vec<Bytes> = (0..16u8)
+            .map(|i| Bytes::from(vec![b'a' + i; 64 << 10]))
+            .collect();
+        let expected: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
+        let request = http::Request::post(format!("{}/echo", setup.url("a.test")))
+            .body(streamed_body(chunks, alpn == H2))
+            .unwrap();
+        let response = pool.send_body(request).await.unwrap();
+        let trailers = response.headers().get("x-trailers").cloned();
+        let echoed = response.into_body().bytes().await.unwrap();
+        assert_eq!(echoed.len(), expected.len(), "{alpn:?}");
+        assert!(
+            echoed == expected,
+            "{alpn:?}: the body arrived intact and in order"
+        );
+        if alpn == H2 {
+            assert_eq!(
+                trailers.unwrap(),
+                "x-checksum",
+                "HTTP/2 carries the trailers"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_body_that_fails_fails_the_exchange_and_the_next_call_still_works() {
+    for alpn in [H1, H2] {
+        let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+        let stats = setup.serve(&[V4], &[alpn], None).await;
+        let pool = setup.pool();
+        let frames: Vec<Result<http_body::Frame<Bytes>, std::io::Error>> = vec![
+            Ok(http_body::Frame::data(Bytes::from_static(b"partial"))),
+            Err(std::io::Error::other("the upload source broke")),
+        ];
+        let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+        let request = http::Request::post(format!("{}/echo", setup.url("a.test")))
+            .body(body)
+            .unwrap();
+        let failed = pool.send_body(request).await;
+        assert!(
+            failed.is_err(),
+            "{alpn:?}: {:?}",
+            failed.map(|r| r.status())
+        );
+        let ok = pool
+            .send(
+                http::Request::get(format!("{}/", setup.url("a.test")))
+                    .body(Bytes::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), http::StatusCode::OK);
+        let conn = ok.headers()["x-conn"].to_str().unwrap().to_owned();
+        // HTTP/1: the broken connection is not reused; HTTP/2: only the stream was reset.
+        let want = if alpn == H2 { "1" } else { "2" };
+        assert_eq!(conn, want, "{alpn:?}");
+        assert_eq!(stats[0].connections(), want.parse::<usize>().unwrap());
     }
 }

@@ -10,6 +10,8 @@
 //! - `/status/N`: answers with status `N` (for example 421);
 //! - `/sleep/MS`: answers after `MS` milliseconds;
 //! - `/bytes/N`: a body of `N` bytes;
+//! - `/echo`: reads the whole request body, then answers with it, and names the request's
+//!   trailers in `x-trailers` (comma-separated);
 //! - anything else: `ok`.
 
 use std::sync::Arc;
@@ -139,7 +141,20 @@ where
             let stats = Arc::clone(stats);
             tokio::spawn(async move {
                 let host = request.uri().authority().map(ToString::to_string);
-                let (head, body) = answer(request.map(|_| ()), host, conn, &stats).await;
+                let (request, mut incoming) = request.into_parts();
+                let echo = if request.uri.path() == "/echo" {
+                    let mut body = Vec::new();
+                    while let Some(Ok(data)) = incoming.data().await {
+                        let _ = incoming.flow_control().release_capacity(data.len());
+                        body.extend_from_slice(&data);
+                    }
+                    let trailers = incoming.trailers().await.ok().flatten().unwrap_or_default();
+                    Some(Echo::new(body.into(), &trailers))
+                } else {
+                    None
+                };
+                let request = Request::from_parts(request, ());
+                let (head, body) = answer(request, host, conn, &stats, echo).await;
                 let end = body.is_empty();
                 if let Ok(mut tx) = respond.send_response(head, end)
                     && !end
@@ -158,7 +173,21 @@ where
                     .get(http::header::HOST)
                     .and_then(|h| h.to_str().ok())
                     .map(str::to_owned);
-                let (head, body) = answer(request.map(|_| ()), host, conn, &stats).await;
+                let (request, incoming) = request.into_parts();
+                let echo = if request.uri.path() == "/echo" {
+                    use http_body_util::BodyExt;
+                    let collected = incoming.collect().await.ok();
+                    let trailers = collected
+                        .as_ref()
+                        .and_then(|c| c.trailers().cloned())
+                        .unwrap_or_default();
+                    let body = collected.map(|c| c.to_bytes()).unwrap_or_default();
+                    Some(Echo::new(body, &trailers))
+                } else {
+                    None
+                };
+                let request = Request::from_parts(request, ());
+                let (head, body) = answer(request, host, conn, &stats, echo).await;
                 let (parts, ()) = head.into_parts();
                 Ok::<_, std::convert::Infallible>(Response::from_parts(parts, Full::new(body)))
             }
@@ -169,12 +198,29 @@ where
     }
 }
 
+/// What `/echo` read from a request.
+struct Echo {
+    body: Bytes,
+    trailers: String,
+}
+
+impl Echo {
+    fn new(body: Bytes, trailers: &http::HeaderMap) -> Self {
+        let names: Vec<&str> = trailers.keys().map(http::HeaderName::as_str).collect();
+        Self {
+            body,
+            trailers: names.join(","),
+        }
+    }
+}
+
 /// The response to one request (see the module docs for the paths).
 async fn answer(
     request: Request<()>,
     host: Option<String>,
     conn: usize,
     stats: &HttpStats,
+    echo: Option<Echo>,
 ) -> (Response<()>, Bytes) {
     stats.requests.fetch_add(1, Ordering::SeqCst);
     let path = request.uri().path().to_owned();
@@ -182,7 +228,10 @@ async fn answer(
         .header("x-conn", conn.to_string())
         .header("x-host", host.unwrap_or_default());
     let mut body = Bytes::from_static(b"ok");
-    if path == "/close" {
+    if let Some(echo) = echo {
+        response = response.header("x-trailers", echo.trailers);
+        body = echo.body;
+    } else if path == "/close" {
         response = response.header(http::header::CONNECTION, "close");
     } else if let Some(code) = path.strip_prefix("/status/") {
         let status = code

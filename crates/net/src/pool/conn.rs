@@ -9,7 +9,7 @@ use bytes::Bytes;
 use fastfallback_pool::PROVISIONAL_MAX_STREAMS;
 use fastfallback_proto::{PooledId, Protocol};
 use futures::FutureExt;
-use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::CertificateDer;
@@ -19,7 +19,10 @@ use super::{ExchangeError, Shared};
 use crate::Stream;
 
 /// The request body type of HTTP/1 connections.
-pub(crate) type H1Body = Full<Bytes>;
+pub(crate) type H1Body = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The error type request bodies are boxed into.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The sender of an HTTP/1 connection.
 pub(crate) type H1Sender = http1::SendRequest<H1Body>;

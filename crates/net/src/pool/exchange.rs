@@ -11,9 +11,9 @@ use bytes::Bytes;
 use fastfallback_proto::{PooledId, Protocol};
 use http::{Request, Response, StatusCode};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 
-use super::conn::{Conn, H1Sender};
+use super::conn::{BoxError, Conn, H1Sender};
 use super::{ExchangeError, Origin};
 use crate::RaceReport;
 use crate::events::{CallEvent, ConnectionEvent, EventListener, Source};
@@ -320,7 +320,23 @@ impl Exchange {
     /// `host` header (HTTP/1) or `:authority` (HTTP/2) of the origin.
     ///
     /// The connection is given back when the returned body ends or is dropped.
-    pub async fn send(mut self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
+    pub async fn send(self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
+        self.send_body(request.map(Full::new)).await
+    }
+
+    /// [`Self::send`] with any request body: a [`http_body::Body`] of [`Bytes`] frames
+    /// (`Full`, `Empty`, a stream, a `String` …), streamed as it is produced. On HTTP/2 the
+    /// body is pumped by a task of its own, under the peer's flow control, so the response can
+    /// arrive before the body ends; trailers are sent. A body that fails resets the stream
+    /// (HTTP/2) or the connection (HTTP/1), which is then not reused.
+    pub async fn send_body<B>(
+        mut self,
+        request: Request<B>,
+    ) -> Result<Response<Body>, ExchangeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         let sent = self.send_inner(request).await;
         if let Err(e) = &sent {
             match &mut self.carrier {
@@ -332,10 +348,11 @@ impl Exchange {
         sent
     }
 
-    async fn send_inner(
-        &mut self,
-        request: Request<Bytes>,
-    ) -> Result<Response<Body>, ExchangeError> {
+    async fn send_inner<B>(&mut self, request: Request<B>) -> Result<Response<Body>, ExchangeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         let (mut head, body) = request.into_parts();
         let Some(origin) = self.origin().cloned() else {
             return Err(ExchangeError::Closed);
@@ -352,7 +369,7 @@ impl Exchange {
                     .map_err(ExchangeError::invalid)?;
                 head.headers.insert(http::header::HOST, host);
             }
-            let request = Request::from_parts(head, Full::new(body));
+            let request = Request::from_parts(head, body.map_err(Into::into).boxed_unsync());
             let send = match &mut self.carrier {
                 Carrier::Pooled(lease) => lease.h1_mut(),
                 Carrier::Exclusive(x) => match &mut x.conn.proto {
@@ -402,8 +419,8 @@ impl Exchange {
                 return Err(ExchangeError::Http2(e));
             }
         };
-        let end = body.is_empty();
-        let (response, mut tx) = match ready.send_request(Request::from_parts(head, ()), end) {
+        let end = body.is_end_stream();
+        let (response, tx) = match ready.send_request(Request::from_parts(head, ()), end) {
             Ok(x) => x,
             Err(e) => {
                 self.spoil();
@@ -411,7 +428,7 @@ impl Exchange {
             }
         };
         if !end {
-            tx.send_data(body, true).map_err(ExchangeError::Http2)?;
+            tokio::spawn(pump(body, tx));
         }
         let response = response.await.map_err(ExchangeError::Http2)?;
         if response.status() == StatusCode::MISDIRECTED_REQUEST
@@ -614,6 +631,53 @@ impl HttpBody for Body {
             BodyInner::Done => SizeHint::with_exact(0),
             BodyInner::Http1(b) => b.size_hint(),
             BodyInner::Http2 { .. } => SizeHint::default(),
+        }
+    }
+}
+
+/// Streams a request body onto an HTTP/2 stream: each data frame waits for the peer's flow
+/// control window (RFC 9113 §5.2), trailers end the stream, and a body error resets it with
+/// CANCEL. Ends early, quietly, when the stream is reset or the connection closes.
+async fn pump<B>(body: B, mut tx: h2::SendStream<Bytes>)
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    loop {
+        let frame = match body.frame().await {
+            None => {
+                let _ = tx.send_data(Bytes::new(), true);
+                return;
+            }
+            Some(Err(_)) => {
+                tx.send_reset(h2::Reason::CANCEL);
+                return;
+            }
+            Some(Ok(frame)) => frame,
+        };
+        let mut data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    let _ = tx.send_trailers(trailers);
+                    return;
+                }
+                continue;
+            }
+        };
+        while !data.is_empty() {
+            tx.reserve_capacity(data.len());
+            let Some(Ok(granted)) = std::future::poll_fn(|cx| tx.poll_capacity(cx)).await else {
+                return;
+            };
+            if granted == 0 {
+                continue;
+            }
+            let chunk = data.split_to(granted.min(data.len()));
+            if tx.send_data(chunk, false).is_err() {
+                return;
+            }
         }
     }
 }

@@ -499,8 +499,20 @@ impl Pool {
         &self,
         request: http::Request<bytes::Bytes>,
     ) -> Result<http::Response<Body>, ExchangeError> {
+        self.send_body(request.map(http_body_util::Full::new)).await
+    }
+
+    /// [`Self::send`] with any request body, streamed (see [`Exchange::send_body`]).
+    pub async fn send_body<B>(
+        &self,
+        request: http::Request<B>,
+    ) -> Result<http::Response<Body>, ExchangeError>
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<conn::BoxError>,
+    {
         let origin = self.origin(&request.uri().to_string())?;
-        self.exchange(&origin).await?.send(request).await
+        self.exchange(&origin).await?.send_body(request).await
     }
 
     /// Keeps enough connections to `origin` open, ahead of demand, to carry
@@ -1548,21 +1560,28 @@ impl Watch for WatchHandle {
 
 /// The pool as a request-level client: send a request with an absolute URI, get the response
 /// (HTTP/1.1 or HTTP/2, on a pooled or new connection). What a higher-level client links, or
-/// a tower stack wraps.
+/// a tower stack wraps. Any request body of [`bytes::Bytes`] frames is accepted and streamed
+/// (see [`Exchange::send_body`]).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use fastfallback_net::{Connector, Pool};
+/// use http_body_util::Full;
 /// use tower_service::Service;
 ///
 /// let mut pool = Pool::new(Connector::builder().build()?);
-/// let request = http::Request::get("https://example.com/").body(bytes::Bytes::new())?;
+/// let request = http::Request::post("https://example.com/upload")
+///     .body(Full::new(bytes::Bytes::from_static(b"hello")))?;
 /// // `Service::call`: `Pool::call` is the per-call-settings variant of `exchange`.
 /// let response = Service::call(&mut pool, request).await?;
 /// println!("{}", response.status());
 /// # Ok(()) }
 /// ```
-impl tower_service::Service<http::Request<bytes::Bytes>> for Pool {
+impl<B> tower_service::Service<http::Request<B>> for Pool
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<conn::BoxError>,
+{
     type Response = http::Response<Body>;
     type Error = ExchangeError;
     type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, ExchangeError>> + Send>>;
@@ -1571,8 +1590,8 @@ impl tower_service::Service<http::Request<bytes::Bytes>> for Pool {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: http::Request<bytes::Bytes>) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let pool = self.clone();
-        Box::pin(async move { pool.send(request).await })
+        Box::pin(async move { pool.send_body(request).await })
     }
 }
