@@ -490,6 +490,19 @@ fn main() {
     std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
     println!("{md}");
     println!("written: {}", dir.join("scenarios.{json,md}").display());
+    // The chart in docs/benchmarks.md is this run's, redrawn from the JSON rows.
+    if !smoke && !network.is_empty() {
+        let rows = serde_json::to_value(&network).expect("rows");
+        let docs =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/img/scenarios.svg");
+        match fastfallback_benches::chart::write_scenarios_chart(
+            &rows,
+            &[dir.join("scenarios.svg"), docs.clone()],
+        ) {
+            Ok(()) => println!("written: {}", docs.display()),
+            Err(e) => eprintln!("no chart: {e}"),
+        }
+    }
 }
 
 fn network_rows(smoke: bool) -> Vec<Row> {

@@ -26,3 +26,10 @@ pub use fastfallback_plan as plan;
 pub use fastfallback_pool as pool;
 pub use fastfallback_proto as proto;
 pub use fastfallback_route as route;
+
+/// The getting-started guide (`docs/getting-started.md`), included here so that every example
+/// in it compiles as a doctest.
+#[cfg(all(feature = "driver", feature = "http"))]
+pub mod getting_started {
+    #![doc = include_str!("../../../docs/getting-started.md")]
+}

@@ -232,6 +232,16 @@ impl<'a> Player<'a> {
         self.queue.insert((t, self.seq), input);
     }
 
+    /// The race's phase now.
+    pub fn phase(&self) -> fastfallback_plan::RacePhase {
+        self.race.phase()
+    }
+
+    /// The race's attempts so far, with their states.
+    pub fn attempts(&self) -> &[AttemptRecord] {
+        self.race.attempts()
+    }
+
     /// When this player next has something to do, if ever.
     pub fn next_time(&self) -> Option<u64> {
         let next_input = self.queue.keys().next().map(|(t, _)| *t);
