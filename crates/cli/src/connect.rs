@@ -31,6 +31,13 @@ pub(crate) struct ConnectArgs {
     connector: ConnectorArgs,
 }
 
+impl ConnectArgs {
+    /// The connector's options.
+    pub(crate) fn connector(&self) -> &ConnectorArgs {
+        &self.connector
+    }
+}
+
 /// One contact's result: a report, or an error that came before any race.
 enum Contact {
     Raced { report: RaceReport, ok: bool },

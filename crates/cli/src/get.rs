@@ -28,6 +28,13 @@ pub(crate) struct GetArgs {
     connector: ConnectorArgs,
 }
 
+impl GetArgs {
+    /// The connector's options.
+    pub(crate) fn connector(&self) -> &ConnectorArgs {
+        &self.connector
+    }
+}
+
 /// What one request did.
 struct Fetched {
     status: http::StatusCode,

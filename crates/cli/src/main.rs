@@ -64,6 +64,17 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let checked = match &cli.command {
+        Command::Connect(args) => args.connector().check(),
+        Command::Get(args) => args.connector().check(),
+        Command::Demo(_) => Ok(()),
+    };
+    if let Err(e) = checked {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, e)
+            .exit();
+    }
     let outcome = match cli.command {
         Command::Connect(args) => connect::run(args),
         Command::Get(args) => get::run(args),

@@ -52,6 +52,17 @@ pub(crate) struct ConnectorArgs {
     /// webpki roots.
     #[arg(long, value_name = "FILE")]
     pub(crate) ca: Option<PathBuf>,
+    /// Connect through this proxy: `http://[user:pass@]host[:port]`, `socks5h://…` (the proxy
+    /// resolves names) or `socks5://…` (we do). Repeat it to fail over to the next.
+    /// (Checked by [`ConnectorArgs::check`], not by clap, whose errors would repeat a URL
+    /// that may hold a password.)
+    #[arg(long = "proxy", value_name = "URL")]
+    pub(crate) proxies: Vec<String>,
+}
+
+fn parse_proxy(s: &str) -> Result<fastfallback_route::Proxy, String> {
+    // The error never repeats the URL, which may hold a password.
+    fastfallback_route::Proxy::parse(s).map_err(|e| format!("bad --proxy URL: {e}"))
 }
 
 /// The list of policy knobs, for `--help`.
@@ -75,6 +86,13 @@ fn parse_knob(s: &str) -> Result<(String, String), String> {
 pub(crate) struct SetupError(pub(crate) String);
 
 impl ConnectorArgs {
+    /// Checks what clap leaves unchecked (the proxy URLs), for a usage error.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.proxies
+            .iter()
+            .try_for_each(|p| parse_proxy(p).map(drop))
+    }
+
     /// The policy these options describe.
     pub(crate) fn policy(&self) -> Result<FallbackPolicy, SetupError> {
         let mut builder = FallbackPolicy::builder()
@@ -103,6 +121,9 @@ impl ConnectorArgs {
         }
         if let Some(path) = &self.ca {
             builder = builder.root_certificates(roots_from(path)?);
+        }
+        for proxy in &self.proxies {
+            builder = builder.proxy(parse_proxy(proxy).map_err(SetupError)?);
         }
         builder.build().map_err(|e| SetupError(e.to_string()))
     }
@@ -191,6 +212,7 @@ mod tests {
             dns: None,
             memory: None,
             ca: None,
+            proxies: Vec::new(),
         };
         let err = args.policy().unwrap_err();
         assert!(err.0.contains("attempt_delay"), "{}", err.0);

@@ -101,12 +101,10 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         .queries
         .iter()
         .map(|q| format!("dns {}", q.kind))
-        .chain(
-            report
-                .attempts
-                .iter()
-                .map(|a| format!("#{} {} {}", a.id, family(a.family), a.route)),
-        )
+        .chain(report.attempts.iter().map(|a| match &a.proxy {
+            Some(proxy) => format!("#{} {} {} ({proxy})", a.id, family(a.family), a.route),
+            None => format!("#{} {} {}", a.id, family(a.family), a.route),
+        }))
         .collect();
     let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let scale = format!(
@@ -242,6 +240,7 @@ mod tests {
                     family: Family::V6,
                     plan: String::new(),
                     tls: true,
+                    proxy: None,
                     started: ms(10),
                     tcp_connected: None,
                     ended: Some(ms(200)),
@@ -256,6 +255,7 @@ mod tests {
                     family: Family::V4,
                     plan: String::new(),
                     tls: true,
+                    proxy: None,
                     started: ms(100),
                     tcp_connected: Some(ms(150)),
                     ended: Some(ms(200)),

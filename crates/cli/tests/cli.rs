@@ -273,3 +273,48 @@ fn demo_testnet_draws_the_first_and_second_contact_over_a_blackholed_ipv6() {
     assert!(second.lines().any(|l| l.contains("#1 v4")), "{second}");
     assert!(!second.contains(" v6 "), "{second}");
 }
+
+#[test]
+fn connect_through_an_http_proxy_shows_it_in_the_waterfall_and_hides_the_password() {
+    let server = Https::start("proxy", &[b"h2"]);
+    let proxy = server._runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let options = fastfallback_testnet::proxy::ProxyOptions {
+            credentials: Some(("u".to_owned(), "hunter2-secret".to_owned())),
+        };
+        fastfallback_testnet::proxy::serve_http_connect(listener, options);
+        addr
+    });
+    let url = format!("http://u:hunter2-secret@{proxy}");
+    let ca = server.ca.to_str().unwrap();
+    let out = fastfallback(&["connect", &server.url(), "--ca", ca, "--proxy", &url]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    let row = text
+        .lines()
+        .find(|l| l.contains("#1 v4"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains(&format!("#1 v4 {proxy} (http proxy {proxy})")),
+        "{row}"
+    );
+    assert!(row.ends_with("│ won"), "{row}");
+    let json = fastfallback(&[
+        "connect",
+        &server.url(),
+        "--ca",
+        ca,
+        "--proxy",
+        &url,
+        "--json",
+    ]);
+    let body = String::from_utf8_lossy(&json.stdout);
+    assert!(body.contains(&format!("http proxy {proxy}")), "{body}");
+    for o in [&out, &json] {
+        assert!(!stdout(o).contains("hunter2") && !stderr(o).contains("hunter2"));
+    }
+    let bad = fastfallback(&["connect", "localhost:1", "--proxy", "ftp://u:hunter2@x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(!stderr(&bad).contains("hunter2"), "{}", stderr(&bad));
+}

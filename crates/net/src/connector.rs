@@ -40,8 +40,8 @@ use fastfallback_proto::{
     Output, Phase, PooledId, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
-    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, RouteDatabase,
-    SourceOf, SourceSelector, Zone,
+    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, Proxy,
+    RouteDatabase, SourceOf, SourceSelector, Zone,
 };
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
@@ -116,6 +116,8 @@ struct Inner {
     detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
     db: Option<Arc<RouteDatabase>>,
     memory_file: Option<Arc<MemoryFile>>,
+    /// Proxies to fail over across, in order, for addresses that name none (empty: direct).
+    proxies: Vec<Proxy>,
     /// Seeds each race's random choices: a base plus a counter.
     seed: u64,
     races: AtomicU64,
@@ -391,6 +393,7 @@ pub struct ConnectorBuilder {
     network_id: Option<NetworkId>,
     db: Option<Arc<RouteDatabase>>,
     memory_file: Option<PathBuf>,
+    proxies: Vec<Proxy>,
     seed: Option<u64>,
 }
 
@@ -478,6 +481,17 @@ impl ConnectorBuilder {
     /// last clone of the connector is dropped. Opt-in; no peer has it.
     pub fn memory_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.memory_file = Some(path.into());
+        self
+    }
+
+    /// Connects through `proxy` (call it again to add more, in order of preference): each
+    /// connect races the proxy's addresses, and when the race through one proxy fails on the
+    /// proxy's side (its name did not resolve, or every attempt failed in TCP or in the
+    /// tunnel), the next proxy is tried, as OkHttp's `RouteSelector` does. An address that
+    /// names its own proxy ([`Address::with_proxy`]) uses only that one. Pooled connections
+    /// through proxies are keyed by them and never coalesced.
+    pub fn proxy(mut self, proxy: Proxy) -> Self {
+        self.proxies.push(proxy);
         self
     }
 
@@ -600,6 +614,7 @@ impl ConnectorBuilder {
                 ),
                 db,
                 memory_file,
+                proxies: self.proxies,
                 seed,
                 races: AtomicU64::new(0),
             }),
@@ -643,7 +658,7 @@ pub enum ConnectError {
     InvalidAddress(AddressError),
     /// The race ran and lost: every cause is inside, in start order.
     Race(Box<RaceFailure>),
-    /// The origin needs something this driver does not do yet (a proxy).
+    /// Something this driver does not do (named).
     Unsupported(&'static str),
 }
 
@@ -654,6 +669,9 @@ pub struct RaceFailure {
     pub error: RaceError,
     /// The race's report.
     pub report: RaceReport,
+    /// When the connector fails over across proxies: the races through the proxies tried
+    /// before this one, in order.
+    pub earlier: Vec<Self>,
 }
 
 impl ConnectError {
@@ -788,6 +806,62 @@ impl tokio::io::AsyncWrite for Connection {
 
 type StepFuture<T> = Pin<Box<dyn Future<Output = Result<T, AttemptError>> + Send>>;
 
+/// What an attempt does after its TCP handshake: the proxy tunnel when its route has a proxy,
+/// then TLS when its plan has it. Built when TCP connects, from the plan.
+struct AfterTcp {
+    config: Arc<ClientConfig>,
+    tls: Option<Arc<fastfallback_plan::TlsStep>>,
+    tunnel: Option<Tunnel>,
+}
+
+/// A tunnel to open: through this proxy, to this origin host and port, resolving with this
+/// resolver when the proxy wants an address.
+struct Tunnel {
+    proxy: Arc<Proxy>,
+    host: Host,
+    port: u16,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl AfterTcp {
+    fn new(inner: &Inner, origin: &Address, plan: &ConnectPlan) -> Self {
+        Self {
+            config: Arc::clone(&inner.tls),
+            tls: plan.tls.clone(),
+            tunnel: plan
+                .route
+                .proxy
+                .clone()
+                .filter(|_| plan.tunnel)
+                .map(|proxy| Tunnel {
+                    proxy,
+                    host: origin.host().clone(),
+                    port: origin.port(),
+                    resolver: Arc::clone(&inner.resolver),
+                }),
+        }
+    }
+
+    /// Whether anything follows TCP.
+    fn is_empty(&self) -> bool {
+        self.tls.is_none() && self.tunnel.is_none()
+    }
+
+    async fn run(self, transport: Transport) -> Result<(Stream, Option<Alpn>), AttemptError> {
+        let transport = match &self.tunnel {
+            Some(t) => {
+                crate::proxy::open(transport, &t.proxy, &t.host, t.port, t.resolver.as_ref())
+                    .await?
+            }
+            None => transport,
+        };
+        match &self.tls {
+            Some(step) => handshake(transport, step, &self.config).await,
+            None => Ok((Stream::Plain(transport), None)),
+        }
+    }
+}
+
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
     Tcp(StepFuture<Transport>),
@@ -914,44 +988,70 @@ impl Connector {
     /// `host:port` (plain TCP). Must run inside a tokio runtime.
     pub async fn connect(&self, origin: &str) -> Result<Connection, ConnectError> {
         let address = Address::parse(origin).map_err(ConnectError::InvalidAddress)?;
-        connection(self.race(address)?.finish().await.0)
+        connection(self.race_routes(address, None).await.0)
     }
 
     /// Races to an already parsed address.
     pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
-        connection(self.race(address)?.finish().await.0)
+        connection(self.race_routes(address, None).await.0)
     }
 
-    fn race(&self, address: Address) -> Result<Race, ConnectError> {
-        if address.proxy().is_some() {
-            return Err(ConnectError::Unsupported("connecting through a proxy"));
-        }
-        let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
-        Ok(Race::new(Arc::clone(&self.inner), address, None))
+    /// The proxies connects fail over across (empty: direct).
+    pub fn proxies(&self) -> &[Proxy] {
+        &self.inner.proxies
     }
 
     /// A race run for the pool: it may wait for another call's connect, takes pooled
     /// connections offered mid-race, and reports what it resolved.
     pub(crate) async fn race_for_pool(&self, address: Address, link: PoolLink) -> RaceEnd {
-        if address.proxy().is_some() {
-            return RaceEnd {
-                result: Err(ConnectError::Unsupported("connecting through a proxy")),
-                lessons: Vec::new(),
-            };
-        }
+        let (result, lessons) = self.race_routes(address, Some(link)).await;
+        RaceEnd { result, lessons }
+    }
+
+    /// Races to `address` directly, through its own proxy, or through each of the connector's
+    /// proxies in turn until one works or fails for a reason the next cannot fix. Only the
+    /// first race is linked to the pool. Returns the result and what every race taught route
+    /// memory.
+    async fn race_routes(
+        &self,
+        address: Address,
+        mut link: Option<PoolLink>,
+    ) -> (Result<Raced, ConnectError>, Vec<Lesson>) {
         let address = match resolve_zone(address) {
             Ok(a) => a,
-            Err(e) => {
-                return RaceEnd {
-                    result: Err(ConnectError::InvalidAddress(e)),
-                    lessons: Vec::new(),
-                };
-            }
+            Err(e) => return (Err(ConnectError::InvalidAddress(e)), Vec::new()),
         };
-        let (result, lessons) = Race::new(Arc::clone(&self.inner), address, Some(link))
-            .finish()
-            .await;
-        RaceEnd { result, lessons }
+        let routes: Vec<Address> = if address.proxy().is_some() || self.inner.proxies.is_empty() {
+            vec![address]
+        } else {
+            self.inner
+                .proxies
+                .iter()
+                .map(|p| address.clone().with_proxy(p.clone()))
+                .collect()
+        };
+        let mut earlier = Vec::new();
+        let mut lessons = Vec::new();
+        let count = routes.len();
+        for (i, route) in routes.into_iter().enumerate() {
+            let more = i + 1 < count;
+            let (result, learned) = Race::new(Arc::clone(&self.inner), route, link.take())
+                .finish()
+                .await;
+            lessons.extend(learned);
+            match result {
+                Err(ConnectError::Race(f)) if more && failed_at_proxy(&f.error) => earlier.push(*f),
+                Err(ConnectError::Race(mut f)) => {
+                    f.earlier = earlier;
+                    return (Err(ConnectError::Race(f)), lessons);
+                }
+                other => return (other, lessons),
+            }
+        }
+        (
+            Err(ConnectError::Unsupported("an address with no route")),
+            lessons,
+        )
     }
 
     /// The certificate verifier of the TLS configuration, when the connector built it (a
@@ -963,6 +1063,19 @@ impl Connector {
     /// A number that names this connector's TLS configuration (pool keys carry it).
     pub(crate) fn tls_identity(&self) -> u64 {
         Arc::as_ptr(&self.inner.tls) as usize as u64
+    }
+}
+
+/// Whether a race through a proxy failed on the proxy's side, so another proxy may do
+/// better: the proxy's name gave no address, the deadline passed, or every attempt failed in
+/// TCP (to the proxy) or in the tunnel. A TLS failure is the origin's and stops the failover.
+fn failed_at_proxy(error: &RaceError) -> bool {
+    match error.kind {
+        fastfallback_proto::RaceErrorKind::AllAttemptsFailed => error
+            .attempts
+            .iter()
+            .all(|a| matches!(a.error.phase, Phase::Tcp | Phase::Tunnel)),
+        _ => true,
     }
 }
 
@@ -1175,20 +1288,19 @@ impl Race {
         let Some(watch) = pool.link.watch.clone() else {
             return;
         };
+        let origin = self.finder.as_ref().map(|f| f.address().clone());
         for spare in pool.spares.drain(..) {
-            let config = Arc::clone(&self.inner.tls);
             let limit = self.inner.policy.attempt_timeout;
             let (attempt, route) = (spare.id, spare.plan.route.target);
-            let tls = spare.plan.tls.clone();
+            let after = origin
+                .as_ref()
+                .map(|o| AfterTcp::new(&self.inner, o, &spare.plan));
             let step = spare.step;
             let done = async move {
                 match step {
                     Step::Tcp(f) => {
                         let transport = f.await.ok()?;
-                        match tls {
-                            Some(tls) => handshake(transport, &tls, &config).await.ok(),
-                            None => Some((Stream::Plain(transport), None)),
-                        }
+                        after?.run(transport).await.ok()
                     }
                     Step::Tls(f) => f.await.ok(),
                 }
@@ -1369,6 +1481,7 @@ impl Race {
             (Ending::Failed(error), _) => {
                 story.error = Some(error.to_string());
                 Err(ConnectError::Race(Box::new(RaceFailure {
+                    earlier: Vec::new(),
                     error,
                     report: story.report(),
                 })))
@@ -1471,26 +1584,26 @@ impl Race {
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
                 let route = self.running[i].plan.route.target;
-                match self.running[i].plan.tls.clone() {
-                    Some(step) => {
-                        if let Some(l) = self.listeners() {
-                            l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
-                        }
-                        let config = Arc::clone(&self.inner.tls);
-                        self.running[i].step = Step::Tls(Box::pin(async move {
-                            handshake(transport, &step, &config).await
-                        }));
-                        self.finder()
-                            .handle_attempt(id, AttemptEvent::TcpConnected, t);
-                    }
-                    None => {
-                        self.running.remove(i);
-                        self.attempt_connected(id, route);
-                        self.finished = Some((id, Stream::Plain(transport), None));
-                        self.finder()
-                            .handle_attempt(id, AttemptEvent::Connected(None), t);
-                    }
+                let Some(finder) = self.finder.as_deref() else {
+                    return;
+                };
+                let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
+                if after.is_empty() {
+                    self.running.remove(i);
+                    self.attempt_connected(id, route);
+                    self.finished = Some((id, Stream::Plain(transport), None));
+                    self.finder()
+                        .handle_attempt(id, AttemptEvent::Connected(None), t);
+                    return;
                 }
+                if after.tls.is_some()
+                    && let Some(l) = self.listeners()
+                {
+                    l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
+                }
+                self.running[i].step = Step::Tls(Box::pin(after.run(transport)));
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::TcpConnected, t);
             }
             Wake::Tls(i, Ok((stream, alpn))) => {
                 let done = self.running.remove(i);

@@ -46,6 +46,7 @@ mod events;
 mod hyper_connector;
 #[cfg(feature = "http")]
 mod pool;
+mod proxy;
 mod report;
 mod resolve;
 mod source;

@@ -24,6 +24,7 @@ use fastfallback_net::{
     RaceReport, Source,
 };
 use fastfallback_proto::{AttemptErrorKind, QueryKind, RaceErrorKind};
+use fastfallback_route::{Host, Proxy, ProxyDns};
 use fastfallback_testnet::{
     DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
     server_v6,
@@ -111,6 +112,11 @@ fn contact(net: &TestNet, policy: FallbackPolicy) -> Result<RaceReport, ConnectE
 /// A connector that asks the network's DNS server, with no resolver cache (each contact
 /// sends its queries) and the test CA as the only root.
 fn connector(net: &TestNet, policy: FallbackPolicy) -> Connector {
+    connector_via(net, policy, None)
+}
+
+/// [`connector`], connecting through `proxy` when given.
+fn connector_via(net: &TestNet, policy: FallbackPolicy, proxy: Option<Proxy>) -> Connector {
     let mut opts = ResolverOpts::default();
     opts.cache_size = 0;
     let resolver =
@@ -118,14 +124,18 @@ fn connector(net: &TestNet, policy: FallbackPolicy) -> Connector {
             .unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(net.ca_der()).unwrap();
-    Connector::builder()
+    let builder = Connector::builder()
         .policy(policy)
         .resolver(resolver)
         .root_certificates(roots)
         // Seeds 0..6 never make a race ignore history, so memory tests are repeatable.
-        .rng_seed(0)
-        .build()
-        .unwrap()
+        .rng_seed(0);
+    match proxy {
+        Some(p) => builder.proxy(p),
+        None => builder,
+    }
+    .build()
+    .unwrap()
 }
 
 /// Fails the test if the client namespace still holds any socket.
@@ -796,4 +806,59 @@ fn http1_calls_in_a_row_reuse_one_connection_on_the_wire() {
     let syns = syn_offsets(&net);
     assert_eq!(syns.len(), 1, "one connection for both calls: {syns:?}");
     assert_eq!(syns[0].1, SocketAddr::new(v6(0), TLS_PORT));
+}
+
+#[test]
+fn a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv4() {
+    let Some(net) =
+        network("a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv4")
+    else {
+        return;
+    };
+    const PROXY: &str = "proxy.test";
+    net.set_dns(
+        PROXY,
+        DnsZone {
+            aaaa: vec![server_v6(1)],
+            a: vec![server_v4(1)],
+            ..DnsZone::default()
+        },
+    );
+    for ip in [v6(1), v4(1)] {
+        net.serve(SocketAddr::new(ip, 1080), ServerKind::Socks5Proxy)
+            .unwrap();
+    }
+    net.serve(
+        SocketAddr::new(v4(0), TLS_PORT),
+        ServerKind::Tls {
+            alpn: vec![b"h2".to_vec()],
+        },
+    )
+    .unwrap();
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(1))),
+        Rule::delay(Match::Addr(v4(1)), half(RTT)),
+    ]);
+    // We resolve origin.test (the proxy's namespace has no resolver for it) and send the
+    // address; the proxy's own name is raced like any origin's.
+    let proxy = Proxy::socks5(Host::Name(PROXY.to_owned()), 1080).with_dns(ProxyDns::Local);
+    let report = net.block_on_client(async {
+        let c = connector_via(&net, FallbackPolicy::default(), Some(proxy));
+        let conn = c.connect(&format!("https://{NAME}")).await.unwrap();
+        assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
+        conn.into_parts().1
+    });
+    assert_eq!(report.attempts_started(), 2, "{report}");
+    let (a0, a1) = (&report.attempts[0], &report.attempts[1]);
+    assert_eq!(a0.route, SocketAddr::new(v6(1), 1080), "{report}");
+    assert_eq!(a1.route, SocketAddr::new(v4(1), 1080), "{report}");
+    assert_eq!(a1.proxy.as_deref(), Some("socks5 proxy proxy.test:1080"));
+    assert!(
+        a0.outcome
+            .to_string()
+            .starts_with("cancelled: lost the race"),
+        "{report}"
+    );
+    assert_near("IPv4 proxy start", a1.started.ms() - a0.started.ms(), 250.0);
+    assert_eq!(report.winner, Some(a1.id), "{report}");
 }

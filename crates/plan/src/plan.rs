@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use fastfallback_proto::Alpn;
-use fastfallback_route::{ProxyKind, Route};
+use fastfallback_route::Route;
 
 /// The TLS step of a plan.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -55,11 +55,8 @@ impl ConnectPlan {
 
     /// A plan for `route`, tunnelling when the route's HTTP proxy must carry TLS.
     pub fn new(route: Route, tls: Option<Arc<TlsStep>>) -> Self {
-        let tunnel = tls.is_some()
-            && route
-                .proxy
-                .as_ref()
-                .is_some_and(|p| p.kind == ProxyKind::Http);
+        // Every proxied route opens a tunnel: HTTP CONNECT or the SOCKS5 handshake.
+        let tunnel = route.proxy.is_some();
         Self {
             route,
             tunnel,

@@ -35,7 +35,9 @@ pub mod order;
 mod resolution;
 pub mod sort;
 
-pub use address::{Address, AddressError, Host, Proxy, ProxyKind, Route, Scheme, Zone};
+pub use address::{
+    Address, AddressError, Credentials, Host, Proxy, ProxyDns, ProxyKind, Route, Scheme, Zone,
+};
 pub use fastfallback_proto::Family;
 pub use interleave::interleave;
 pub use memory::{

@@ -72,6 +72,7 @@ mod dns;
 pub mod http;
 mod netns;
 mod packet;
+pub mod proxy;
 mod rng;
 mod servers;
 mod sockets;

@@ -46,6 +46,10 @@ pub enum ServerKind {
         /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, if limited.
         max_streams: Option<u32>,
     },
+    /// An HTTP `CONNECT` proxy ([`crate::proxy`]), reaching targets from the server namespace.
+    HttpProxy,
+    /// A SOCKS5 proxy ([`crate::proxy`]), reaching targets from the server namespace.
+    Socks5Proxy,
 }
 
 /// Accepted-connection counters, per listening address.
@@ -211,6 +215,12 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
                             ServerKind::Tls { alpn } => {
                                 let tls = config.tls.with_alpn(&alpn);
                                 tokio::spawn(serve_tls(listener, addr, counter, tls));
+                            }
+                            ServerKind::HttpProxy => {
+                                crate::proxy::serve_http_connect(listener, Default::default());
+                            }
+                            ServerKind::Socks5Proxy => {
+                                crate::proxy::serve_socks5(listener, Default::default());
                             }
                             ServerKind::Http { alpn, max_streams } => {
                                 let options = crate::http::HttpOptions {

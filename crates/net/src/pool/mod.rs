@@ -437,8 +437,14 @@ impl Pool {
         };
         let mut key = PoolKey::new(host, address.port(), address.is_tls())
             .with_tls_config(self.shared.connector.tls_identity());
+        // Connections through proxies are keyed by them (never by their credentials, only a
+        // fingerprint), so they are never shared with direct ones, nor coalesced.
+        let proxies = self.shared.connector.proxies();
         if let Some(proxy) = address.proxy() {
-            key = key.with_proxy(format!("{:?} {}:{}", proxy.kind, proxy.host, proxy.port));
+            key = key.with_proxy(proxy.pool_identity());
+        } else if !proxies.is_empty() {
+            let ids: Vec<String> = proxies.iter().map(|p| p.pool_identity()).collect();
+            key = key.with_proxy(ids.join(" | "));
         }
         Ok(Origin {
             inner: Arc::new(OriginInner {
