@@ -168,6 +168,7 @@ fn https_record(h: &hickory_resolver::proto::rr::rdata::HTTPS) -> HttpsRecord {
         target: h.target_name.to_string(),
         ..HttpsRecord::default()
     };
+    let present: Vec<&SvcParamKey> = h.svc_params.iter().map(|(k, _)| k).collect();
     for (key, value) in &h.svc_params {
         match value {
             SvcParamValue::Alpn(a) => {
@@ -181,11 +182,21 @@ fn https_record(h: &hickory_resolver::proto::rr::rdata::HTTPS) -> HttpsRecord {
                 // RFC 9460 §8: a record that makes a key we do not understand mandatory is
                 // incompatible and must be ignored.
                 out.unknown_mandatory |= m.0.iter().any(|k| !understood(k));
+                // §8: every key it names must be in the record, and it may not name itself.
+                if m.0.contains(&SvcParamKey::Mandatory) {
+                    out.malformed = Some("mandatory lists itself".to_owned());
+                } else if let Some(missing) = m.0.iter().find(|k| !present.contains(k)) {
+                    out.malformed = Some(format!("mandatory key {missing} is missing"));
+                }
             }
             _ => {
                 let _ = key;
             }
         }
+    }
+    // §7.1.1: no-default-alpn without alpn leaves no protocol at all.
+    if out.no_default_alpn && out.alpn.is_empty() && out.malformed.is_none() {
+        out.malformed = Some("no-default-alpn without alpn".to_owned());
     }
     out
 }
@@ -277,5 +288,62 @@ impl Resolve for StaticResolver {
             }
         };
         Box::pin(std::future::ready(answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_resolver::proto::rr::Name;
+    use hickory_resolver::proto::rr::rdata::HTTPS;
+    use hickory_resolver::proto::rr::rdata::svcb::{self, SVCB};
+
+    fn record(params: Vec<(SvcParamKey, SvcParamValue)>) -> HttpsRecord {
+        https_record(&HTTPS(SVCB::new(1, Name::root(), params)))
+    }
+
+    fn alpn() -> (SvcParamKey, SvcParamValue) {
+        (
+            SvcParamKey::Alpn,
+            SvcParamValue::Alpn(svcb::Alpn(vec!["h2".to_owned()])),
+        )
+    }
+
+    fn mandatory(keys: Vec<SvcParamKey>) -> (SvcParamKey, SvcParamValue) {
+        (
+            SvcParamKey::Mandatory,
+            SvcParamValue::Mandatory(svcb::Mandatory(keys)),
+        )
+    }
+
+    #[test]
+    fn a_mandatory_key_missing_from_the_record_makes_it_malformed() {
+        // RFC 9460 §8.
+        let r = record(vec![mandatory(vec![SvcParamKey::Port]), alpn()]);
+        assert_eq!(
+            r.malformed.as_deref(),
+            Some("mandatory key port is missing")
+        );
+        let r = record(vec![mandatory(vec![SvcParamKey::Alpn]), alpn()]);
+        assert_eq!(r.malformed, None);
+        assert!(!r.unknown_mandatory);
+        let r = record(vec![mandatory(vec![SvcParamKey::Mandatory]), alpn()]);
+        assert_eq!(r.malformed.as_deref(), Some("mandatory lists itself"));
+    }
+
+    #[test]
+    fn no_default_alpn_without_alpn_is_malformed() {
+        // RFC 9460 §7.1.1.
+        let r = record(vec![(
+            SvcParamKey::NoDefaultAlpn,
+            SvcParamValue::NoDefaultAlpn,
+        )]);
+        assert_eq!(r.malformed.as_deref(), Some("no-default-alpn without alpn"));
+        let r = record(vec![
+            alpn(),
+            (SvcParamKey::NoDefaultAlpn, SvcParamValue::NoDefaultAlpn),
+        ]);
+        assert_eq!(r.malformed, None);
+        assert_eq!(r.alpn, [Alpn::H2]);
     }
 }

@@ -306,14 +306,6 @@ fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
     Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
 }
 
-/// SplitMix64: one step of a small, well-mixed generator (the race's only randomness).
-fn splitmix64(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 impl FastFallbackExchangeFinder {
     /// A race for `address`, starting at `now`. The policy may be shared with other races
     /// (`Arc<FallbackPolicy>`) or given by value.
@@ -345,7 +337,7 @@ impl FastFallbackExchangeFinder {
         let explore = policy.route_memory.explore_one_in;
         let history_ignored = explore > 0
             && !memory.is_empty()
-            && splitmix64(seed).is_multiple_of(u64::from(explore));
+            && fastfallback_route::splitmix64(seed).is_multiple_of(u64::from(explore));
         if history_ignored {
             memory.forget();
         }
@@ -390,7 +382,8 @@ impl FastFallbackExchangeFinder {
                     policy.resolution_delay,
                     policy.answer_limits,
                 )
-                .offering(policy.alpn);
+                .offering(policy.alpn)
+                .seeded(seed);
                 (r, q)
             }
         };

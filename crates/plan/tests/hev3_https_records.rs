@@ -183,3 +183,155 @@ fn an_http1_only_client_skips_an_h2_only_record_and_offers_only_http11() {
             .all(|a| a.plan.route.target.ip().to_string() != "2001:db8::2")
     );
 }
+
+#[test]
+fn a_record_with_port_0_is_incompatible_and_skipped_with_a_reason() {
+    // RFC 9460 §7.2: port=0 names no port; the record is skipped, not connected to on :0.
+    let mut r = rr(&[Alpn::H2]);
+    r.port = Some(0);
+    r.ipv6hint = vec![V6B.parse().unwrap()];
+    let run = Scenario::https()
+        .https_rr(10, vec![r])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 10)]));
+    assert!(
+        run.attempts
+            .iter()
+            .all(|a| a.plan.route.target.port() == 443)
+    );
+    assert_eq!(run.won(), one(V6A, 30));
+
+    // The reason reaches the race's error when nothing else works.
+    let mut r = rr(&[Alpn::H2]);
+    r.port = Some(0);
+    let run = Scenario::https()
+        .https_rr(10, vec![r])
+        .aaaa(10, &[])
+        .a(10, &[])
+        .run();
+    let (error, _) = run.failed().expect("no addresses");
+    assert!(
+        error
+            .skipped
+            .iter()
+            .any(|(what, why)| what == "HTTPS record 1" && why == "port=0"),
+        "{:?}",
+        error.skipped
+    );
+}
+
+#[test]
+fn a_malformed_record_is_skipped_with_its_reason() {
+    // RFC 9460 §8: a mandatory key missing from the record (found by the driver's parser).
+    let mut bad = rr(&[Alpn::H2]);
+    bad.malformed = Some("mandatory key port is missing".into());
+    bad.ipv6hint = vec![V6B.parse().unwrap()];
+    let run = Scenario::https()
+        .https_rr(10, vec![bad])
+        .aaaa(300, &[])
+        .a(300, &[])
+        .connect_timeout(1000)
+        .run();
+    assert!(
+        run.starts().is_empty(),
+        "the hint of a malformed record is not used"
+    );
+    let (error, _) = run.failed().expect("no addresses");
+    assert!(
+        error
+            .skipped
+            .iter()
+            .any(|(_, why)| why == "mandatory key port is missing"),
+        "{:?}",
+        error.skipped
+    );
+}
+
+#[test]
+fn empty_answers_for_both_families_keep_the_hints_when_nothing_else_is_left() {
+    // HEv3 §7 / P10: real answers replace hints, but NODATA for both families must not
+    // leave the race with no address while a usable hint remains.
+    // The second hint is still untried when both NODATA answers arrive; it must stay.
+    let mut r = rr(&[Alpn::H2]);
+    r.ipv6hint = vec![V6B.parse().unwrap(), V6C.parse().unwrap()];
+    let run = Scenario::https()
+        .https_rr(10, vec![r])
+        .aaaa(20, &[])
+        .a(20, &[])
+        .drop(V6B)
+        .ok(V6C, 30)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6B, 10), (V6C, 260)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.won(), one(V6C, 290));
+    assert!(run.failed().is_none());
+
+    // A real answer for one family still replaces the hints of both (T37's rule): the hint
+    // already tried keeps running, and the real address goes next.
+    let mut r = rr(&[Alpn::H2]);
+    r.ipv6hint = vec![V6B.parse().unwrap()];
+    let run = Scenario::https()
+        .https_rr(10, vec![r])
+        .aaaa(20, &[])
+        .a(20, &[V4A])
+        .behave(V6B, fastfallback_sim::Behaviour::Drop)
+        .ok(V4A, 10)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6B, 10), (V4A, 260)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.won().map(|(a, _)| a), Some(V4A.to_owned()));
+}
+
+#[test]
+fn records_of_equal_priority_are_shuffled_by_the_race_seed() {
+    // T38b, RFC 9460 §2.4.1: two services at priority 1, each with one working address.
+    let service = |hint: &str, port: u16| {
+        let mut r = rr(&[Alpn::H2]);
+        r.ipv6hint = vec![hint.parse().unwrap()];
+        r.port = Some(port);
+        r
+    };
+    let mut first_b = 0;
+    for seed in 0..200 {
+        let run = Scenario::https()
+            .seed(seed)
+            .https_rr(10, vec![service(V6A, 8443), service(V6B, 9443)])
+            .aaaa(300, &[V6A, V6B])
+            .a(300, &[])
+            .ok(V6A, 20)
+            .ok(V6B, 20)
+            .run();
+        let first = &run.attempts[0].plan.route.target;
+        // The leading record decides the port too.
+        match (first.ip().to_string().as_str(), first.port()) {
+            (V6A, _) => {}
+            (V6B, _) => first_b += 1,
+            other => panic!("unexpected first attempt {other:?}"),
+        }
+        // Same seed, same order.
+        let again = Scenario::https()
+            .seed(seed)
+            .https_rr(10, vec![service(V6A, 8443), service(V6B, 9443)])
+            .aaaa(300, &[V6A, V6B])
+            .a(300, &[])
+            .ok(V6A, 20)
+            .ok(V6B, 20)
+            .run();
+        assert_eq!(again.attempts[0].plan.route.target, *first);
+    }
+    assert!(
+        (65..=135).contains(&first_b),
+        "service B first in {first_b} of 200 runs"
+    );
+}

@@ -103,6 +103,10 @@ pub struct HttpsRecord {
     /// Whether the `mandatory` SvcParam names a key this client does not understand, which makes
     /// the record incompatible (RFC 9460 §8).
     pub unknown_mandatory: bool,
+    /// Why the record is malformed as received, if it is (a key `mandatory` names is missing,
+    /// `mandatory` names itself, RFC 9460 §8; `no-default-alpn` without `alpn`, §7.1.1). A
+    /// malformed record is skipped, with this reason.
+    pub malformed: Option<String>,
 }
 
 impl HttpsRecord {

@@ -47,3 +47,12 @@ pub use memory::{
 pub use nat64::{Nat64Error, Nat64Prefix};
 pub use resolution::{AnswerLimits, Connectivity, Resolution, ServiceInfo, Skipped};
 pub use sort::{HostModel, Source, SourceOf, SourceSelector};
+
+/// SplitMix64: one step of a small, well-mixed generator. The domain crates' only randomness,
+/// always seeded from the race's input (`RaceInput::seed`), so runs are repeatable.
+pub fn splitmix64(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

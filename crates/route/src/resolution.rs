@@ -175,6 +175,8 @@ pub struct Resolution {
     skipped: Vec<Skipped>,
     /// What the client offers in ALPN: HTTPS records with none of it are skipped.
     offer: AlpnOffer,
+    /// Seeds the shuffle of equal-priority HTTPS records.
+    seed: u64,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -220,7 +222,16 @@ impl Resolution {
             errors: Vec::new(),
             skipped: Vec::new(),
             offer: AlpnOffer::Both,
+            seed: 0,
         }
+    }
+
+    /// Seeds the shuffle of HTTPS records of equal priority (RFC 9460 §2.4.1); the same seed
+    /// gives the same order.
+    #[must_use]
+    pub fn seeded(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 
     /// The same aggregation for a client that offers `offer` in ALPN (default: both `h2` and
@@ -378,7 +389,12 @@ impl Resolution {
             if !r.no_default_alpn && !alpn.contains(&Alpn::Http11) {
                 alpn.push(Alpn::Http11);
             }
-            if r.unknown_mandatory {
+            if r.port == Some(0) {
+                // RFC 9460 §7.2: the port to connect to; 0 is no port at all.
+                self.skip(format!("HTTPS record {}", r.priority), "port=0");
+            } else if let Some(why) = &r.malformed {
+                self.skip(format!("HTTPS record {}", r.priority), why.clone());
+            } else if r.unknown_mandatory {
                 self.skip(
                     format!("HTTPS record {}", r.priority),
                     "unknown mandatory SvcParam",
@@ -391,6 +407,26 @@ impl Resolution {
             }
         }
         compatible.sort_by_key(|(r, _)| r.priority);
+        // RFC 9460 §2.4.1: records of equal priority are tried in random order. Fisher–Yates
+        // within each run of equal priority, driven by the race's seed.
+        // (Mixed with a constant, so it is not the draw that decides whether history is
+        // ignored.)
+        let mut state = self.seed ^ 0x5348_5546_464c_4521;
+        let mut start = 0;
+        while start < compatible.len() {
+            let p = compatible[start].0.priority;
+            let end = start
+                + compatible[start..]
+                    .iter()
+                    .take_while(|(r, _)| r.priority == p)
+                    .count();
+            for i in (start + 1..end).rev() {
+                state = crate::splitmix64(state);
+                let j = start + (state % (i - start + 1) as u64) as usize;
+                compatible.swap(i, j);
+            }
+            start = end;
+        }
         let mut hints = Vec::new();
         for (r, _) in &compatible {
             hints.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
@@ -457,13 +493,26 @@ impl Resolution {
     /// Calls `f` with every address of [`Self::addresses`], in the same order, without
     /// collecting them; an address may come twice (the caller de-duplicates).
     pub fn for_each_address(&self, mut f: impl FnMut(IpAddr)) {
+        // HEv3 §7: a real answer replaces its family's hints, an empty one too, unless that
+        // would leave no address at all: then the hints stay (a race never fails with "no
+        // addresses" while a usable hint remains).
+        let mut any = false;
+        self.visit_addresses(false, |_| any = true);
+        self.visit_addresses(!any, &mut f);
+    }
+
+    fn visit_addresses(&self, keep_hints: bool, mut f: impl FnMut(IpAddr)) {
         for fam in Family::ALL {
             let real = if fam == Family::V6 {
                 &self.aaaa
             } else {
                 &self.a
             };
-            let source: &[IpAddr] = real.as_deref().unwrap_or(&self.hints);
+            let source: &[IpAddr] = match real.as_deref() {
+                Some([]) if keep_hints => &self.hints,
+                Some(list) => list,
+                None => &self.hints,
+            };
             source
                 .iter()
                 .copied()
