@@ -33,6 +33,15 @@ impl TlsMaterial {
     /// A new CA, and a leaf signed by it for the DNS names `names` and the IP addresses
     /// `ips`.
     pub fn new(names: &[String], ips: &[IpAddr]) -> Result<Self, String> {
+        Self::build(names, ips, false)
+    }
+
+    /// [`Self::new`], with a leaf that expired in 2021 (valid 2020-01-01 to 2021-01-01).
+    pub fn expired(names: &[String]) -> Result<Self, String> {
+        Self::build(names, &[], true)
+    }
+
+    fn build(names: &[String], ips: &[IpAddr], expired: bool) -> Result<Self, String> {
         fn err(what: &'static str) -> impl Fn(rcgen::Error) -> String {
             move |e| format!("{what}: {e}")
         }
@@ -52,6 +61,10 @@ impl TlsMaterial {
             .collect();
         let leaf_key = KeyPair::generate().map_err(err("leaf key"))?;
         let mut leaf = CertificateParams::new(sans).map_err(err("leaf names"))?;
+        if expired {
+            leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            leaf.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
         leaf.distinguished_name.push(
             DnType::CommonName,
             names.first().map_or("testnet server", String::as_str),

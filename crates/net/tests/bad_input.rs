@@ -1,0 +1,453 @@
+//! The bad-input catalogue of design.md, case by case, through the public driver API: each
+//! bad input gets the exact, clear error a user sees, and nothing is sent or left open.
+//! (Loopback only; no root needed.)
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fastfallback_net::{Answer, ConnectError, Connector, FallbackPolicy, Resolve};
+use fastfallback_proto::{AttemptErrorKind, DnsAnswer, DnsError, Phase, QueryKind, RaceErrorKind};
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::{HttpOptions, serve};
+use tokio::net::TcpListener;
+
+/// A resolver with canned answers per (name, kind), counting the queries it is asked; a
+/// name it does not know gets NXDOMAIN.
+#[derive(Clone, Default)]
+struct Canned {
+    answers: Arc<HashMap<(String, QueryKind), DnsAnswer>>,
+    asked: Arc<Mutex<usize>>,
+}
+
+impl Canned {
+    fn new(answers: &[(&str, QueryKind, DnsAnswer)]) -> Self {
+        Self {
+            answers: Arc::new(
+                answers
+                    .iter()
+                    .map(|(n, k, a)| ((n.to_string(), *k), a.clone()))
+                    .collect(),
+            ),
+            asked: Arc::default(),
+        }
+    }
+
+    fn asked(&self) -> usize {
+        *self.asked.lock().unwrap()
+    }
+}
+
+impl Resolve for Canned {
+    fn query(&self, name: &str, kind: QueryKind) -> Answer {
+        *self.asked.lock().unwrap() += 1;
+        let answer = self
+            .answers
+            .get(&(name.to_owned(), kind))
+            .cloned()
+            .unwrap_or(DnsAnswer::Error(DnsError::NxDomain));
+        Box::pin(async move { answer })
+    }
+}
+
+fn connector(resolver: &Canned) -> Connector {
+    Connector::builder()
+        .resolver(resolver.clone())
+        .policy(
+            FallbackPolicy::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap()
+}
+
+/// The error of connecting to `origin` with no DNS at all, and the number of queries sent.
+async fn rejected(origin: &str) -> (String, usize) {
+    let dns = Canned::default();
+    let Err(err) = connector(&dns).connect(origin).await else {
+        panic!("{origin:?} must be rejected");
+    };
+    assert!(matches!(err, ConnectError::InvalidAddress(_)), "{err:?}");
+    (err.to_string(), dns.asked())
+}
+
+#[tokio::test]
+async fn malformed_names_are_rejected_before_any_query() {
+    let long_label = format!("tcp://{}.example:80", "a".repeat(64));
+    let long_name = format!("tcp://{}:80", ["abcdefghi"; 26].join("."));
+    let cases = [
+        ("tcp://:80", "invalid origin: host is empty"),
+        (
+            long_label.as_str(),
+            "invalid origin: host name label \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" is 64 bytes long; the limit is 63",
+        ),
+        (
+            long_name.as_str(),
+            "invalid origin: host name is 259 bytes long; the limit is 253",
+        ),
+        (
+            "tcp://exa mple.com:80",
+            "invalid origin: host name contains invalid character ' '",
+        ),
+        (
+            "tcp://exa\0mple.com:80",
+            "invalid origin: host name contains invalid character '\\0'",
+        ),
+        (
+            "tcp://a..b:80",
+            "invalid origin: host name has an empty label",
+        ),
+    ];
+    for (origin, expected) in cases {
+        let (error, asked) = rejected(origin).await;
+        println!("{origin:?} → {error}");
+        assert_eq!(error, expected, "{origin:?}");
+        assert_eq!(asked, 0, "{origin:?}: no DNS query for a bad name");
+    }
+}
+
+#[tokio::test]
+async fn bad_ports_and_uris_are_rejected_before_any_query() {
+    let cases = [
+        (
+            "tcp://example.com:0",
+            "invalid origin: port 0 cannot be connected to",
+        ),
+        (
+            "example.com:65536",
+            "invalid origin: port \"65536\" is not a number in 1..=65535",
+        ),
+        ("https://", "invalid origin: URI has no host"),
+        (
+            "ftp://example.com",
+            "invalid origin: scheme \"ftp\" is not supported (use http, https or tcp)",
+        ),
+        (
+            "example.com",
+            "invalid origin: port is missing (write host:port)",
+        ),
+    ];
+    for (origin, expected) in cases {
+        let (error, asked) = rejected(origin).await;
+        println!("{origin:?} → {error}");
+        assert_eq!(error, expected, "{origin:?}");
+        assert_eq!(asked, 0);
+    }
+}
+
+async fn race_error(dns: &[(&str, QueryKind, DnsAnswer)], origin: &str) -> (RaceErrorKind, String) {
+    let dns = Canned::new(dns);
+    match connector(&dns).connect(origin).await {
+        Err(ConnectError::Race(f)) => (f.error.kind, f.error.to_string()),
+        other => panic!(
+            "expected a race failure, got {:?}",
+            other.map(|c| c.peer_addr())
+        ),
+    }
+}
+
+#[tokio::test]
+async fn nxdomain_servfail_and_empty_answers_fail_naming_each_query() {
+    let (kind, text) = race_error(&[], "tcp://nowhere.test:80").await;
+    assert_eq!(kind, RaceErrorKind::NoAddresses);
+    assert_eq!(
+        text,
+        "no usable addresses; AAAA query: name does not exist (NXDOMAIN); A query: name does not exist (NXDOMAIN)"
+    );
+    let servfail = DnsAnswer::Error(DnsError::ServFail);
+    let (_, text) = race_error(
+        &[
+            ("broken.test", QueryKind::Aaaa, servfail.clone()),
+            ("broken.test", QueryKind::A, servfail),
+        ],
+        "tcp://broken.test:80",
+    )
+    .await;
+    assert_eq!(
+        text,
+        "no usable addresses; AAAA query: server failure (SERVFAIL); A query: server failure (SERVFAIL)"
+    );
+    let empty = DnsAnswer::Addresses(Vec::new());
+    let (_, text) = race_error(
+        &[
+            ("empty.test", QueryKind::Aaaa, empty.clone()),
+            ("empty.test", QueryKind::A, empty),
+        ],
+        "tcp://empty.test:80",
+    )
+    .await;
+    assert_eq!(
+        text,
+        "no usable addresses; AAAA query: no records; A query: no records"
+    );
+}
+
+#[tokio::test]
+async fn unusable_addresses_are_skipped_each_with_a_reason() {
+    let aaaa: Vec<IpAddr> = ["::", "ff02::1", "fe80::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let a: Vec<IpAddr> = ["0.0.0.0", "224.0.0.1", "255.255.255.255"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let (kind, text) = race_error(
+        &[
+            ("bad.test", QueryKind::Aaaa, DnsAnswer::Addresses(aaaa)),
+            ("bad.test", QueryKind::A, DnsAnswer::Addresses(a)),
+        ],
+        "tcp://bad.test:80",
+    )
+    .await;
+    println!("{text}");
+    assert_eq!(kind, RaceErrorKind::NoAddresses);
+    for expected in [
+        "skipped ::: unspecified address",
+        "skipped ff02::1: multicast address",
+        "skipped fe80::1: link-local address without a scope",
+        "skipped 0.0.0.0: unspecified address",
+        "skipped 224.0.0.1: multicast address",
+        "skipped 255.255.255.255: broadcast address",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from: {text}");
+    }
+}
+
+/// A listener on 127.0.0.1 that accepts, and its port.
+async fn accepting() -> (TcpListener, u16) {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    (l, port)
+}
+
+#[tokio::test]
+async fn an_ipv4_mapped_aaaa_answer_is_used_as_ipv4() {
+    let (_listener, port) = accepting().await;
+    let dns = Canned::new(&[
+        (
+            "mapped.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(vec!["::ffff:127.0.0.1".parse().unwrap()]),
+        ),
+        (
+            "mapped.test",
+            QueryKind::A,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+    ]);
+    let conn = connector(&dns)
+        .connect(&format!("tcp://mapped.test:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(conn.peer_addr(), (Ipv4Addr::LOCALHOST, port).into());
+}
+
+#[tokio::test]
+async fn an_oversized_answer_is_capped_and_says_so() {
+    let (_listener, port) = accepting().await;
+    // 40 addresses; the cap is 32 per answer. The first is the one that listens.
+    let many: Vec<IpAddr> = (1..=40)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
+        .collect();
+    let dns = Canned::new(&[
+        (
+            "many.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        ("many.test", QueryKind::A, DnsAnswer::Addresses(many)),
+    ]);
+    let conn = connector(&dns)
+        .connect(&format!("tcp://many.test:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = conn.report();
+    assert_eq!(
+        report.attempts.len(),
+        1,
+        "the first address connects\n{report}"
+    );
+    // Where nothing listens, every admitted address is tried and refused, and the 8 past
+    // the cap are named in the error, with the reason.
+    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let many: Vec<IpAddr> = (1..=40)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
+        .collect();
+    let (kind, text) = race_error(
+        &[
+            (
+                "refused.test",
+                QueryKind::Aaaa,
+                DnsAnswer::Addresses(Vec::new()),
+            ),
+            ("refused.test", QueryKind::A, DnsAnswer::Addresses(many)),
+        ],
+        &format!("tcp://refused.test:{closed}"),
+    )
+    .await;
+    assert_eq!(kind, RaceErrorKind::AllAttemptsFailed);
+    assert!(text.contains("(32 attempts:"), "{text}");
+    for i in 33..=40 {
+        assert!(
+            text.contains(&format!("skipped 127.0.0.{i}: answer capped at 32")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn bad_policy_values_are_rejected_by_the_builder() {
+    let cases: [(Result<FallbackPolicy, _>, &str); 4] = [
+        (
+            FallbackPolicy::builder()
+                .attempt_delay(Duration::from_millis(5))
+                .build(),
+            "invalid fallback policy: attempt_delay: 5 ms is under the 10 ms floor of RFC 8305 §5",
+        ),
+        (
+            FallbackPolicy::builder().max_concurrent_attempts(0).build(),
+            "invalid fallback policy: max_concurrent_attempts: must be at least 1",
+        ),
+        (
+            FallbackPolicy::builder().preferred_family_count(0).build(),
+            "invalid fallback policy: preferred_family_count: must be at least 1 (RFC 8305 §4)",
+        ),
+        (
+            FallbackPolicy::builder()
+                .min_attempt_delay(Duration::from_millis(500))
+                .max_attempt_delay(Duration::from_millis(100))
+                .build(),
+            "invalid fallback policy: max_attempt_delay: 100 ms is below min_attempt_delay (500 ms)",
+        ),
+    ];
+    for (result, expected) in cases {
+        let err = result.unwrap_err().to_string();
+        println!("{err}");
+        assert_eq!(err, expected);
+    }
+}
+
+/// A TLS server on 127.0.0.1 with a leaf from `tls`, offering `alpn`.
+async fn tls_server(tls: &TlsMaterial, alpn: &[&[u8]]) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let alpn: Vec<Vec<u8>> = alpn.iter().map(|a| a.to_vec()).collect();
+    serve(
+        listener,
+        HttpOptions {
+            tls: Some(tls.with_alpn(&alpn)),
+            ..HttpOptions::default()
+        },
+    );
+    port
+}
+
+/// Which roots the client trusts.
+enum Trust {
+    /// The server's CA.
+    ServersCa,
+    /// Another CA with the same name (the server's chain does not verify against it).
+    ImpostorCa,
+    /// The webpki roots (the default), which know no test CA.
+    Webpki,
+}
+
+async fn tls_error(tls: &TlsMaterial, trust: Trust, host: &str, alpn: &[&[u8]]) -> String {
+    let port = tls_server(tls, alpn).await;
+    let mut roots = rustls::RootCertStore::empty();
+    match trust {
+        Trust::ServersCa => roots.add(tls.ca_der()).unwrap(),
+        Trust::ImpostorCa => roots
+            .add(
+                TlsMaterial::new(&["other.test".to_owned()], &[])
+                    .unwrap()
+                    .ca_der(),
+            )
+            .unwrap(),
+        Trust::Webpki => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let dns = Canned::new(&[
+        (
+            host,
+            QueryKind::A,
+            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
+        ),
+        (host, QueryKind::Aaaa, DnsAnswer::Addresses(Vec::new())),
+        (host, QueryKind::Https, DnsAnswer::Https(Vec::new())),
+    ]);
+    let connector = Connector::builder()
+        .resolver(dns)
+        .root_certificates(roots)
+        .build()
+        .unwrap();
+    let Err(ConnectError::Race(f)) = connector.connect(&format!("https://{host}:{port}")).await
+    else {
+        panic!("the TLS handshake must fail");
+    };
+    let a = &f.error.attempts[0];
+    assert_eq!(
+        (a.error.kind, a.error.phase),
+        (AttemptErrorKind::Tls, Phase::Tls)
+    );
+    assert_eq!(
+        a.addr,
+        (Ipv4Addr::LOCALHOST, port).into(),
+        "the error names the route"
+    );
+    f.error.to_string().replace(&port.to_string(), "PORT")
+}
+
+#[tokio::test]
+async fn tls_failures_name_the_attempt_the_route_and_what_went_wrong() {
+    let tls = TlsMaterial::new(&["good.test".to_owned()], &[]).unwrap();
+    let head = "every connection attempt failed; most telling: attempt #1 to 127.0.0.1:PORT: \
+                tls handshake failed during tls: ";
+    let cases = [
+        (
+            Trust::Webpki,
+            "good.test",
+            &[b"h2" as &[u8]],
+            "invalid peer certificate: UnknownIssuer",
+        ),
+        (
+            Trust::ImpostorCa,
+            "good.test",
+            &[b"h2"],
+            "invalid peer certificate: BadSignature",
+        ),
+        (
+            Trust::ServersCa,
+            "bad.test",
+            &[b"h2"],
+            "invalid peer certificate: certificate not valid for name \"bad.test\"; certificate is only valid for DnsName(\"good.test\")",
+        ),
+        (
+            Trust::ServersCa,
+            "good.test",
+            &[b"h3"],
+            "received fatal alert: NoApplicationProtocol",
+        ),
+    ];
+    for (trust, host, alpn, why) in cases {
+        let text = tls_error(&tls, trust, host, alpn).await;
+        println!("{text}");
+        assert!(text.starts_with(&format!("{head}{why}")), "{text}");
+    }
+    let expired = TlsMaterial::expired(&["good.test".to_owned()]).unwrap();
+    let text = tls_error(&expired, Trust::ServersCa, "good.test", &[b"h2"]).await;
+    println!("{text}");
+    assert!(
+        text.starts_with(&format!(
+            "{head}invalid peer certificate: certificate expired"
+        )),
+        "{text}"
+    );
+}
