@@ -17,3 +17,7 @@ bench:
 # Fuzz the race with arbitrary event sequences (needs `cargo install cargo-fuzz`).
 fuzz target="plan_events" seconds="60":
     cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{target}} -- -max_total_time={{seconds}}
+
+# The full soak through the pool under faults (root): 10 000 calls, 500 at a time.
+soak:
+    FASTFALLBACK_SOAK_CALLS=10000 FASTFALLBACK_SOAK_CONCURRENCY=500 cargo test --release -p fastfallback-net --test soak -- --nocapture

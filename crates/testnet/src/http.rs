@@ -25,6 +25,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+/// How long a TLS handshake may take before the server gives up on the connection.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How a test HTTP server behaves.
 #[derive(Clone, Debug, Default)]
 pub struct HttpOptions {
@@ -105,7 +108,11 @@ pub(crate) fn serve_counted(
                     match &options.tls {
                         Some(config) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
-                            if let Ok(tls) = acceptor.accept(tcp).await {
+                            // A handshake that never completes (a stalled path) is given
+                            // up after a while, as a real server would.
+                            let handshake =
+                                tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                            if let Ok(Ok(tls)) = handshake.await {
                                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                                 serve_one(tls, h2, n, &s, &options).await;
                             }
