@@ -862,3 +862,113 @@ fn a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv
     assert_near("IPv4 proxy start", a1.started.ms() - a0.started.ms(), 250.0);
     assert_eq!(report.winner, Some(a1.id), "{report}");
 }
+
+/// Sockets of the client namespace, by protocol: (TCP, UDP).
+fn client_sockets_by_proto(net: &TestNet) -> (usize, usize) {
+    let all = net.client_sockets().unwrap();
+    let tcp = all.iter().filter(|s| s.proto == SocketProto::Tcp).count();
+    (tcp, all.len() - tcp)
+}
+
+#[test]
+fn dropping_connects_and_exchanges_at_random_instants_closes_their_sockets_within_a_turn() {
+    let Some(net) = network(
+        "dropping_connects_and_exchanges_at_random_instants_closes_their_sockets_within_a_turn",
+    ) else {
+        return;
+    };
+    for ip in [v6(0), v4(0)] {
+        net.serve(
+            SocketAddr::new(ip, TLS_PORT),
+            ServerKind::Http {
+                alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+                max_streams: None,
+            },
+        )
+        .unwrap();
+    }
+    // IPv6 blackholed and AAAA late: a drop can land in DNS, in either attempt, in TLS, or
+    // in the exchange.
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            aaaa_delay: Duration::from_millis(30),
+            ..DnsZone::default()
+        },
+    );
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let mut seed = 0x0dd5_eed5_u64;
+    // Log-uniform from 0.1 ms to 1.6 s, so drops land in DNS, in TCP, in TLS and in the
+    // exchange alike, whether a contact takes 20 ms (route memory knows) or 400 ms.
+    let mut instant = move || {
+        seed = fastfallback_route::splitmix64(seed);
+        let base = 100u64 << (seed % 15);
+        Duration::from_micros(base + (seed >> 8) % base)
+    };
+    let (mut dropped, mut finished) = (0, 0);
+    net.block_on_client(async {
+        let connector = connector(&net, FallbackPolicy::default());
+        let url = format!("https://{NAME}");
+        for _ in 0..40 {
+            let at = instant();
+            let connect = connector.connect(&url);
+            match tokio::time::timeout(at, connect).await {
+                Err(_) => dropped += 1,
+                Ok(conn) => {
+                    finished += 1;
+                    drop(conn);
+                }
+            }
+            // One turn for the dropped futures' sockets to go.
+            tokio::task::yield_now().await;
+            let (tcp, udp) = client_sockets_by_proto(&net);
+            assert_eq!(
+                (tcp, udp),
+                (0, 0),
+                "after a drop at {at:?}: {:#?}",
+                net.client_sockets()
+            );
+        }
+        let pool = Pool::new(connector.clone());
+        let origin = pool.origin(&format!("https://{NAME}")).unwrap();
+        for round in 0..40 {
+            let at = instant();
+            let call = async {
+                let exchange = pool.exchange(&origin).await?;
+                let request = http::Request::get("/bytes/64")
+                    .body(bytes::Bytes::new())
+                    .unwrap();
+                exchange.send(request).await?.into_body().bytes().await
+            };
+            match tokio::time::timeout(at, call).await {
+                Err(_) => dropped += 1,
+                Ok(_) => finished += 1,
+            }
+            tokio::task::yield_now().await;
+            // What is left is what the pool keeps, and nothing else.
+            let (tcp, udp) = client_sockets_by_proto(&net);
+            let pooled = pool.stats().connections;
+            assert_eq!(
+                (tcp, udp),
+                (pooled, 0),
+                "round {round}, drop at {at:?}: {:#?}",
+                net.client_sockets()
+            );
+            if round % 8 == 7 {
+                pool.evict_all();
+            }
+        }
+        pool.evict_all();
+        drop(pool);
+        tokio::task::yield_now().await;
+    });
+    assert!(
+        dropped > 10 && finished > 10,
+        "{dropped} dropped, {finished} finished"
+    );
+}
