@@ -1114,3 +1114,105 @@ async fn a_request_body_that_fails_fails_the_exchange_and_the_next_call_still_wo
         assert_eq!(stats[0].connections(), want.parse::<usize>().unwrap());
     }
 }
+
+/// One GET through `pool`: the status and `x-conn`, or the error's text.
+async fn try_get(pool: &Pool, url: &str) -> Result<(u16, String), String> {
+    let request = http::Request::get(url).body(Bytes::new()).unwrap();
+    let response = pool.send(request).await.map_err(|e| e.to_string())?;
+    let conn = response.headers()["x-conn"].to_str().unwrap().to_owned();
+    let status = response.status().as_u16();
+    response
+        .into_body()
+        .bytes()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((status, conn))
+}
+
+#[tokio::test]
+async fn an_h2_stream_reset_fails_that_exchange_only_and_the_connection_carries_on() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "1".to_owned()))
+    );
+    let err = try_get(&pool, &format!("{url}/reset")).await.unwrap_err();
+    assert_eq!(
+        err,
+        "HTTP/2: the server reset the stream: stream error received: unexpected internal error encountered"
+    );
+    // RFC 9113 §5.4.2: a stream error leaves the connection usable.
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "1".to_owned()))
+    );
+    assert_eq!(stats[0].connections(), 1);
+}
+
+#[tokio::test]
+async fn goaway_mid_stream_fails_the_exchange_and_the_next_call_opens_a_new_connection() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "1".to_owned()))
+    );
+    let request = http::Request::get(format!("{url}/goaway"))
+        .body(Bytes::new())
+        .unwrap();
+    let response = pool.send(request).await.unwrap();
+    assert_eq!(response.status(), 200, "the head arrived before the GOAWAY");
+    let err = response.into_body().bytes().await.unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "HTTP/2: the connection broke: stream closed because of a broken pipe"
+    );
+    // The connection is gone; the pool does not hand it out again.
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "2".to_owned()))
+    );
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn an_http1_server_that_closes_without_answering_fails_that_exchange_and_is_not_reused() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "1".to_owned()))
+    );
+    let err = try_get(&pool, &format!("{url}/reset")).await.unwrap_err();
+    assert_eq!(
+        err,
+        "HTTP/1.1: connection error: peer closed connection without sending TLS close_notify: \
+         https://docs.rs/rustls/latest/rustls/manual/_03_howto/index.html#unexpected-eof"
+    );
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "2".to_owned()))
+    );
+    assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn settings_with_zero_concurrent_streams_refuse_the_stream_with_a_clear_error() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    setup.serve(&[V4], &[H2], Some(0)).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    let err = try_get(&pool, &format!("{url}/")).await.unwrap_err();
+    assert_eq!(
+        err,
+        "HTTP/2: the server reset the stream: stream error received: refused stream before \
+         processing any application logic"
+    );
+}

@@ -12,6 +12,10 @@
 //! - `/bytes/N`: a body of `N` bytes;
 //! - `/echo`: reads the whole request body, then answers with it, and names the request's
 //!   trailers in `x-trailers` (comma-separated);
+//! - `/reset`: misbehaves: HTTP/2 resets the stream (`RST_STREAM` with `INTERNAL_ERROR`),
+//!   HTTP/1.1 closes the connection without answering;
+//! - `/goaway`: HTTP/2 sends the response head and half the body, then `GOAWAY` with
+//!   `INTERNAL_ERROR` and closes the connection mid-stream;
 //! - anything else: `ok`.
 
 use std::sync::Arc;
@@ -144,10 +148,49 @@ where
         let Ok(mut c) = builder.handshake::<_, Bytes>(io).await else {
             return;
         };
-        while let Some(Ok((request, mut respond))) = c.accept().await {
+        // A stream task asks for GOAWAY through this; the accept loop owns the connection.
+        let goaway = Arc::new(tokio::sync::Notify::new());
+        loop {
+            let accepted = tokio::select! {
+                a = c.accept() => a,
+                () = goaway.notified() => {
+                    c.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
+                    // Flush the GOAWAY, then the connection ends.
+                    let _ = std::future::poll_fn(|cx| c.poll_closed(cx)).await;
+                    return;
+                }
+            };
+            let Some(Ok((request, mut respond))) = accepted else {
+                break;
+            };
             let stats = Arc::clone(stats);
+            let goaway = Arc::clone(&goaway);
             tokio::spawn(async move {
                 let host = request.uri().authority().map(ToString::to_string);
+                match request.uri().path() {
+                    "/reset" => {
+                        stats.requests.fetch_add(1, Ordering::SeqCst);
+                        respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return;
+                    }
+                    "/goaway" => {
+                        stats.requests.fetch_add(1, Ordering::SeqCst);
+                        let head = Response::builder().body(()).unwrap_or_default();
+                        let mut tx = respond.send_response(head, false).ok();
+                        if let Some(tx) = &mut tx {
+                            let _ = tx.send_data(Bytes::from_static(b"half"), false);
+                        }
+                        // Let the head and the first half reach the client first. The
+                        // stream stays open (dropping it would reset it) until the
+                        // connection goes away under it.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        goaway.notify_one();
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        drop(tx);
+                        return;
+                    }
+                    _ => {}
+                }
                 let (request, mut incoming) = request.into_parts();
                 let echo = if request.uri.path() == "/echo" {
                     let mut body = Vec::new();
@@ -180,6 +223,11 @@ where
                     .get(http::header::HOST)
                     .and_then(|h| h.to_str().ok())
                     .map(str::to_owned);
+                if request.uri().path() == "/reset" {
+                    stats.requests.fetch_add(1, Ordering::SeqCst);
+                    // An error from the service makes hyper close the connection unanswered.
+                    return Err(std::io::Error::other("misbehaving on purpose"));
+                }
                 let (request, incoming) = request.into_parts();
                 let echo = if request.uri.path() == "/echo" {
                     use http_body_util::BodyExt;
@@ -196,7 +244,7 @@ where
                 let request = Request::from_parts(request, ());
                 let (head, body) = answer(request, host, conn, &stats, echo).await;
                 let (parts, ()) = head.into_parts();
-                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, Full::new(body)))
+                Ok::<_, std::io::Error>(Response::from_parts(parts, Full::new(body)))
             }
         });
         let _ = hyper::server::conn::http1::Builder::new()

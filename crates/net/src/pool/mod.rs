@@ -147,7 +147,23 @@ impl fmt::Display for ExchangeError {
             Self::InvalidOrigin(e) => write!(f, "invalid origin: {e}"),
             Self::Connect(e) => write!(f, "{e}"),
             Self::InvalidRequest(e) => write!(f, "invalid request: {e}"),
-            Self::Http1(e) => write!(f, "HTTP/1.1: {e}"),
+            Self::Http1(e) => {
+                // hyper's own words are terse ("connection error"); what lies under them
+                // (the OS error, "connection closed before message completed") says more.
+                write!(f, "HTTP/1.1: {e}")?;
+                let mut cause = std::error::Error::source(e);
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+            // h2's words, with what kind of failure it was in front.
+            Self::Http2(e) if e.is_go_away() => write!(f, "HTTP/2: the server sent GOAWAY: {e}"),
+            Self::Http2(e) if e.is_reset() && e.is_remote() => {
+                write!(f, "HTTP/2: the server reset the stream: {e}")
+            }
+            Self::Http2(e) if e.is_io() => write!(f, "HTTP/2: the connection broke: {e}"),
             Self::Http2(e) => write!(f, "HTTP/2: {e}"),
             Self::Closed => f.write_str("the connection closed before the exchange started"),
         }
