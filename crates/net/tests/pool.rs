@@ -1216,3 +1216,101 @@ async fn settings_with_zero_concurrent_streams_refuse_the_stream_with_a_clear_er
          processing any application logic"
     );
 }
+
+/// A pool for plain `http://` origins with a short response timeout.
+fn impatient_pool(timeout_ms: u64) -> Pool {
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    Pool::with_options(
+        connector,
+        PoolOptions {
+            response_timeout: Some(Duration::from_millis(timeout_ms)),
+            ..PoolOptions::default()
+        },
+    )
+}
+
+/// A raw TCP server on 127.0.0.1: `behave` gets each accepted connection. Returns the port
+/// and a count of accepted connections.
+async fn raw_server<F, Fut>(behave: F) -> (u16, Arc<std::sync::atomic::AtomicUsize>)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind((ip(V4), 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(behave(s));
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_times_out_and_is_not_reused() {
+    let (port, accepted) = raw_server(|mut s| async move {
+        let mut sink = vec![0u8; 4096];
+        while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+    let pool = impatient_pool(300);
+    let url = format!("http://127.0.0.1:{port}/");
+    for round in 1..=2 {
+        let err = try_get(&pool, &url).await.unwrap_err();
+        assert_eq!(err, "no response head within 300 ms of sending the request");
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            round,
+            "a timed-out HTTP/1 connection is closed, never reused"
+        );
+    }
+    assert_eq!(pool.stats().connections, 0);
+}
+
+#[tokio::test]
+async fn a_slowloris_response_head_times_out() {
+    let (port, _) = raw_server(|mut s| async move {
+        let mut request = vec![0u8; 4096];
+        let _ = s.read(&mut request).await;
+        for b in b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok" {
+            if s.write_all(&[*b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let pool = impatient_pool(300);
+    let err = try_get(&pool, &format!("http://127.0.0.1:{port}/"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, "no response head within 300 ms of sending the request");
+}
+
+#[tokio::test]
+async fn a_silent_h2_stream_times_out_alone_and_the_connection_carries_on() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = Pool::with_options(
+        setup.connector(FallbackPolicy::default()),
+        PoolOptions {
+            response_timeout: Some(Duration::from_millis(300)),
+            ..PoolOptions::default()
+        },
+    );
+    let url = setup.url("a.test");
+    let err = try_get(&pool, &format!("{url}/silent")).await.unwrap_err();
+    assert_eq!(err, "no response head within 300 ms of sending the request");
+    assert_eq!(
+        try_get(&pool, &format!("{url}/")).await,
+        Ok((200, "1".to_owned()))
+    );
+    assert_eq!(stats[0].connections(), 1, "only the stream was given up");
+}

@@ -14,6 +14,7 @@
 //!   trailers in `x-trailers` (comma-separated);
 //! - `/reset`: misbehaves: HTTP/2 resets the stream (`RST_STREAM` with `INTERNAL_ERROR`),
 //!   HTTP/1.1 closes the connection without answering;
+//! - `/silent`: never answers (the stream or connection stays open);
 //! - `/goaway`: HTTP/2 sends the response head and half the body, then `GOAWAY` with
 //!   `INTERNAL_ERROR` and closes the connection mid-stream;
 //! - anything else: `ok`.
@@ -168,6 +169,12 @@ where
             tokio::spawn(async move {
                 let host = request.uri().authority().map(ToString::to_string);
                 match request.uri().path() {
+                    "/silent" => {
+                        stats.requests.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        drop(respond);
+                        return;
+                    }
                     "/reset" => {
                         stats.requests.fetch_add(1, Ordering::SeqCst);
                         respond.send_reset(h2::Reason::INTERNAL_ERROR);
@@ -223,6 +230,10 @@ where
                     .get(http::header::HOST)
                     .and_then(|h| h.to_str().ok())
                     .map(str::to_owned);
+                if request.uri().path() == "/silent" {
+                    stats.requests.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
                 if request.uri().path() == "/reset" {
                     stats.requests.fetch_add(1, Ordering::SeqCst);
                     // An error from the service makes hyper close the connection unanswered.

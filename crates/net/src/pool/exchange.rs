@@ -357,6 +357,7 @@ impl Exchange {
         let Some(origin) = self.origin().cloned() else {
             return Err(ExchangeError::Closed);
         };
+        let limit = origin.inner.shared.options.response_timeout;
         let path = head
             .uri
             .path_and_query()
@@ -381,11 +382,16 @@ impl Exchange {
             let Some(send) = send else {
                 return Err(ExchangeError::Closed);
             };
-            let response = match send.send_request(request).await {
-                Ok(r) => r,
-                Err(e) => {
+            let response = match within(limit, send.send_request(request)).await {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => {
                     self.spoil();
                     return Err(ExchangeError::Http1(e));
+                }
+                None => {
+                    // The request is in flight on it: the connection cannot be reused.
+                    self.spoil();
+                    return Err(ExchangeError::TimedOut(limit.unwrap_or_default()));
                 }
             };
             let keep = self.keeper();
@@ -430,7 +436,11 @@ impl Exchange {
         if !end {
             tokio::spawn(pump(body, tx));
         }
-        let response = response.await.map_err(ExchangeError::Http2)?;
+        // On timeout the response future is dropped, which resets only this stream.
+        let response = within(limit, response)
+            .await
+            .ok_or(ExchangeError::TimedOut(limit.unwrap_or_default()))?
+            .map_err(ExchangeError::Http2)?;
         if response.status() == StatusCode::MISDIRECTED_REQUEST
             && self.source == Source::Coalesced
             && let Carrier::Pooled(lease) = &self.carrier
@@ -632,6 +642,14 @@ impl HttpBody for Body {
             BodyInner::Http1(b) => b.size_hint(),
             BodyInner::Http2 { .. } => SizeHint::default(),
         }
+    }
+}
+
+/// `f`, or `None` if `limit` passes first.
+async fn within<F: Future>(limit: Option<std::time::Duration>, f: F) -> Option<F::Output> {
+    match limit {
+        Some(d) => tokio::time::timeout(d, f).await.ok(),
+        None => Some(f.await),
     }
 }
 

@@ -133,6 +133,8 @@ pub enum ExchangeError {
     Http2(h2::Error),
     /// The connection closed before the exchange could start.
     Closed,
+    /// No response head within [`PoolOptions::response_timeout`].
+    TimedOut(Duration),
 }
 
 impl ExchangeError {
@@ -166,6 +168,11 @@ impl fmt::Display for ExchangeError {
             Self::Http2(e) if e.is_io() => write!(f, "HTTP/2: the connection broke: {e}"),
             Self::Http2(e) => write!(f, "HTTP/2: {e}"),
             Self::Closed => f.write_str("the connection closed before the exchange started"),
+            Self::TimedOut(d) => write!(
+                f,
+                "no response head within {} ms of sending the request",
+                d.as_millis()
+            ),
         }
     }
 }
@@ -177,7 +184,7 @@ impl std::error::Error for ExchangeError {
             Self::Connect(e) => Some(e),
             Self::Http1(e) => Some(e),
             Self::Http2(e) => Some(e),
-            Self::InvalidRequest(_) | Self::Closed => None,
+            Self::InvalidRequest(_) | Self::Closed | Self::TimedOut(_) => None,
         }
     }
 }
@@ -204,6 +211,11 @@ pub struct PoolOptions {
     pub warm_backoff: Duration,
     /// The longest wait between warm-up attempts (default 60 s).
     pub warm_backoff_max: Duration,
+    /// How long an exchange waits for the response head once its request is sent (default
+    /// 30 s; `None`: no limit). On HTTP/1.1 the connection is then closed (its request is
+    /// still in flight); on HTTP/2 only the stream is reset. The body, once it streams, is
+    /// not limited.
+    pub response_timeout: Option<Duration>,
 }
 
 impl Default for PoolOptions {
@@ -216,6 +228,7 @@ impl Default for PoolOptions {
             protocol_memory: 1024,
             warm_backoff: Duration::from_secs(1),
             warm_backoff_max: Duration::from_secs(60),
+            response_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
