@@ -1238,7 +1238,7 @@ fn impatient_pool(timeout_ms: u64) -> Pool {
 async fn raw_server<F, Fut>(behave: F) -> (u16, Arc<std::sync::atomic::AtomicUsize>)
 where
     F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let listener = TcpListener::bind((ip(V4), 0)).await.unwrap();
     let port = listener.local_addr().unwrap().port();
