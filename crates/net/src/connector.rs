@@ -106,6 +106,9 @@ struct Inner {
     policy: Arc<FallbackPolicy>,
     resolver: Arc<dyn Resolve>,
     tls: Arc<ClientConfig>,
+    /// The TLS configurations tried after `tls`, in order, when a handshake fails in a way
+    /// another configuration can fix.
+    tls_fallbacks: Vec<Arc<ClientConfig>>,
     /// The certificate verifier inside `tls`, when the connector built it.
     verifier: Option<Arc<dyn ServerCertVerifier>>,
     socket: SocketOptions,
@@ -386,6 +389,7 @@ pub struct ConnectorBuilder {
     resolver: Option<Arc<dyn Resolve>>,
     roots: Roots,
     tls: Option<ClientConfig>,
+    tls_fallbacks: Vec<ClientConfig>,
     socket: SocketOptions,
     dialer: Option<Arc<dyn Dial>>,
     sources: Option<Box<dyn SourceSelector + Send + Sync>>,
@@ -432,6 +436,19 @@ impl ConnectorBuilder {
     /// own verifier, so connections made with a custom configuration are never coalesced.
     pub fn tls_config(mut self, config: ClientConfig) -> Self {
         self.tls = Some(config);
+        self
+    }
+
+    /// A TLS configuration to try after the first one (and after earlier fallbacks), on the
+    /// same route, when a handshake fails with an alert another configuration can fix: the
+    /// server refused the protocol version (`protocol_version`), found no common parameters
+    /// (`handshake_failure`, `insufficient_security`), or speaks no version or suite we offer.
+    /// Never after a certificate error. rustls speaks nothing below TLS 1.2, so no fallback
+    /// can go lower. Each fallback offers the same ALPN ids as the first configuration; it
+    /// should verify certificates as the first one does (coalescing uses the first one's
+    /// verifier). The report's `tls_config` says which configuration an attempt used.
+    pub fn tls_fallback(mut self, config: ClientConfig) -> Self {
+        self.tls_fallbacks.push(config);
         self
     }
 
@@ -571,6 +588,14 @@ impl ConnectorBuilder {
             .iter()
             .map(|a| a.as_bytes().to_vec())
             .collect();
+        let tls_fallbacks = self
+            .tls_fallbacks
+            .into_iter()
+            .map(|mut c| {
+                c.alpn_protocols.clone_from(&tls.alpn_protocols);
+                Arc::new(c)
+            })
+            .collect();
         let db = match self.db {
             Some(db) => Some(db),
             None if policy.route_memory.enabled => {
@@ -601,6 +626,7 @@ impl ConnectorBuilder {
                 policy: Arc::new(policy),
                 resolver,
                 tls: Arc::new(tls),
+                tls_fallbacks,
                 verifier,
                 socket: self.socket,
                 dialer: self.dialer,
@@ -825,8 +851,12 @@ struct Tunnel {
 
 impl AfterTcp {
     fn new(inner: &Inner, origin: &Address, plan: &ConnectPlan) -> Self {
+        let config = match plan.tls.as_ref().map_or(0, |t| t.config) {
+            0 => &inner.tls,
+            n => inner.tls_fallbacks.get(n - 1).unwrap_or(&inner.tls),
+        };
         Self {
-            config: Arc::clone(&inner.tls),
+            config: Arc::clone(config),
             tls: plan.tls.clone(),
             tunnel: plan
                 .route
@@ -1064,6 +1094,43 @@ impl Connector {
     pub(crate) fn tls_identity(&self) -> u64 {
         Arc::as_ptr(&self.inner.tls) as usize as u64
     }
+}
+
+/// The plan to run next after `plan` failed with `error`, when the next TLS configuration
+/// (of `fallbacks` after the first) can fix it: the same route, the next configuration.
+fn tls_follow_up(
+    plan: &ConnectPlan,
+    error: &AttemptError,
+    fallbacks: usize,
+) -> Option<ConnectPlan> {
+    use rustls::AlertDescription as Alert;
+    let step = plan.tls.as_ref()?;
+    if error.phase != Phase::Tls || step.config >= fallbacks {
+        return None;
+    }
+    let mut cause = std::error::Error::source(error);
+    let mut fixable = false;
+    while let Some(e) = cause {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            fixable = matches!(
+                tls,
+                rustls::Error::AlertReceived(
+                    Alert::ProtocolVersion | Alert::HandshakeFailure | Alert::InsufficientSecurity
+                ) | rustls::Error::PeerIncompatible(_)
+            );
+            break;
+        }
+        cause = e.source();
+    }
+    fixable.then(|| ConnectPlan {
+        route: plan.route.clone(),
+        tunnel: plan.tunnel,
+        tls: Some(Arc::new(fastfallback_plan::TlsStep {
+            config: step.config + 1,
+            ..(**step).clone()
+        })),
+        attempt: plan.attempt + 1,
+    })
 }
 
 /// Whether a race through a proxy failed on the proxy's side, so another proxy may do
@@ -1624,14 +1691,9 @@ impl Race {
                 let id = failed.id;
                 tracing::debug!(%id, %error, "attempt failed");
                 self.attempt_failed(id, failed.plan.route.target, &error);
-                self.finder().handle_attempt(
-                    id,
-                    AttemptEvent::Failed {
-                        error,
-                        follow_up: None,
-                    },
-                    t,
-                );
+                let follow_up = tls_follow_up(&failed.plan, &error, self.inner.tls_fallbacks.len());
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t);
             }
         }
     }

@@ -170,6 +170,9 @@ pub struct AttemptReport {
     pub plan: String,
     /// Whether its plan has a TLS step.
     pub tls: bool,
+    /// Which of the connector's TLS configurations it used (0: the first; see
+    /// `ConnectorBuilder::tls_fallback`), when its plan has TLS.
+    pub tls_config: Option<usize>,
     /// The proxy it went through (`http proxy host:port`, `socks5 proxy host:port`; never
     /// credentials): its `route` is then the proxy's address.
     pub proxy: Option<String>,
@@ -352,6 +355,7 @@ impl RaceReport {
                 family: Family::of(r.plan.route.target.ip()),
                 plan: r.plan.to_string(),
                 tls: r.plan.tls.is_some(),
+                tls_config: r.plan.tls.as_ref().map(|t| t.config),
                 proxy: r.plan.route.proxy.as_ref().map(ToString::to_string),
                 started: since(r.started, t0),
                 tcp_connected: r.tcp_connected.map(|t| since(t, t0)),
@@ -547,6 +551,7 @@ mod tests {
             family: Family::of(route.ip()),
             plan: format!("tcp {route}"),
             tls: false,
+            tls_config: None,
             proxy: None,
             started: ms(started),
             tcp_connected: None,
@@ -600,13 +605,13 @@ mod tests {
             }],
             "attempts": [
                 {"id": 1, "route": "[2001:db8::a]:80", "family": "v6", "plan": "tcp [2001:db8::a]:80",
-                 "tls": false, "proxy": null, "started_ms": 10.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "tls": false, "tls_config": null, "proxy": null, "started_ms": 10.0, "tcp_connected_ms": null, "ended_ms": 270.0,
                  "outcome": {"status": "cancelled", "reason": "lost_race", "phase": "tcp"}},
                 {"id": 2, "route": "192.0.2.1:80", "family": "v4", "plan": "tcp 192.0.2.1:80",
-                 "tls": false, "proxy": null, "started_ms": 20.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "tls": false, "tls_config": null, "proxy": null, "started_ms": 20.0, "tcp_connected_ms": null, "ended_ms": 270.0,
                  "outcome": {"status": "failed", "kind": "refused", "phase": "tcp", "detail": "refused"}},
                 {"id": 3, "route": "192.0.2.2:80", "family": "v4", "plan": "tcp 192.0.2.2:80",
-                 "tls": false, "proxy": null, "started_ms": 260.0, "tcp_connected_ms": null, "ended_ms": 270.0,
+                 "tls": false, "tls_config": null, "proxy": null, "started_ms": 260.0, "tcp_connected_ms": null, "ended_ms": 270.0,
                  "outcome": {"status": "won"}}
             ],
             "winner": 3, "pooled": null, "alpn": "h2", "error": null

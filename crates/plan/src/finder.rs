@@ -989,6 +989,7 @@ impl FastFallbackExchangeFinder {
                 Host::Ip(ip) => ip.to_string(),
             },
             alpn: offer.ids().to_vec(),
+            config: 0,
         }))
     }
 

@@ -15,6 +15,10 @@ pub struct TlsStep {
     /// ALPN ids to offer, in preference order. Every protocol the client speaks over TCP is
     /// offered, whatever the HTTPS record lists (RFC 9460 §7.1.2, HEv3 §6.2).
     pub alpn: Vec<Alpn>,
+    /// Which of the driver's TLS configurations to use: 0 is the first; a follow-up plan after
+    /// a handshake failure that another configuration can fix names the next one (OkHttp's
+    /// connection specs, "attempted in sequence until the TLS handshake succeeds").
+    pub config: usize,
 }
 
 /// The steps of one connection attempt on one route: TCP, then an optional proxy tunnel, then
@@ -29,7 +33,7 @@ pub struct TlsStep {
 /// let plan = ConnectPlan {
 ///     route: Route::direct("[2001:db8::a]:443".parse().unwrap()),
 ///     tunnel: false,
-///     tls: Some(Arc::new(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11] })),
+///     tls: Some(Arc::new(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11], config: 0 })),
 ///     attempt: 0,
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
@@ -81,6 +85,9 @@ impl fmt::Display for ConnectPlan {
                 write!(f, "{a}")?;
             }
             f.write_str("]")?;
+            if tls.config > 0 {
+                write!(f, " with TLS configuration #{}", tls.config + 1)?;
+            }
         }
         Ok(())
     }

@@ -25,6 +25,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 #[derive(Debug)]
 pub struct TlsMaterial {
     pub(crate) ca_der: CertificateDer<'static>,
+    /// The leaf, then the CA; and the leaf's key (for configurations made later).
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
     /// Without ALPN; each TLS server clones it and sets its own ALPN ids.
     pub(crate) server_config: Arc<ServerConfig>,
 }
@@ -73,6 +76,7 @@ impl TlsMaterial {
             .signed_by(&leaf_key, &issuer)
             .map_err(err("leaf certificate"))?;
 
+        let key = PrivateKeyDer::from(leaf_key);
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let server_config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -80,13 +84,30 @@ impl TlsMaterial {
             .with_no_client_auth()
             .with_single_cert(
                 vec![leaf_cert.der().clone(), ca_cert.der().clone()],
-                PrivateKeyDer::from(leaf_key),
+                key.clone_key(),
             )
             .map_err(|e| format!("rustls server certificate: {e}"))?;
         Ok(Self {
             ca_der: ca_cert.der().clone(),
+            chain: vec![leaf_cert.der().clone(), ca_cert.der().clone()],
+            key,
             server_config: Arc::new(server_config),
         })
+    }
+
+    /// A server configuration with these ALPN ids that speaks only TLS 1.2 (a server a
+    /// TLS-1.3-only client cannot talk to).
+    pub fn tls12_only(&self, alpn: &[Vec<u8>]) -> Arc<ServerConfig> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .and_then(|b| {
+                b.with_no_client_auth()
+                    .with_single_cert(self.chain.clone(), self.key.clone_key())
+            })
+            .unwrap_or_else(|e| panic!("a TLS 1.2 server configuration: {e}"));
+        config.alpn_protocols = alpn.to_vec();
+        Arc::new(config)
     }
 
     /// The CA certificate, for a client's root store.
