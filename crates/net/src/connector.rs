@@ -872,11 +872,6 @@ impl AfterTcp {
         }
     }
 
-    /// Whether anything follows TCP.
-    fn is_empty(&self) -> bool {
-        self.tls.is_none() && self.tunnel.is_none()
-    }
-
     async fn run(self, transport: Transport) -> Result<(Stream, Option<Alpn>), AttemptError> {
         let transport = match &self.tunnel {
             Some(t) => {
@@ -1018,12 +1013,22 @@ impl Connector {
     /// `host:port` (plain TCP). Must run inside a tokio runtime.
     pub async fn connect(&self, origin: &str) -> Result<Connection, ConnectError> {
         let address = Address::parse(origin).map_err(ConnectError::InvalidAddress)?;
-        connection(self.race_routes(address, None).await.0)
+        self.connect_to(address).await
     }
 
     /// Races to an already parsed address.
     pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
-        connection(self.race_routes(address, None).await.0)
+        if address.proxy().is_none() && !self.inner.proxies.is_empty() {
+            // Boxed, so the failover's state does not make every connect future larger.
+            return connection(Box::pin(self.race_routes(address, None)).await.0);
+        }
+        let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
+        connection(
+            Race::new(Arc::clone(&self.inner), address, None)
+                .finish()
+                .await
+                .0,
+        )
     }
 
     /// The proxies connects fail over across (empty: direct).
@@ -1051,6 +1056,12 @@ impl Connector {
             Ok(a) => a,
             Err(e) => return (Err(ConnectError::InvalidAddress(e)), Vec::new()),
         };
+        // The common case, one race and no list to build.
+        if address.proxy().is_some() || self.inner.proxies.is_empty() {
+            return Race::new(Arc::clone(&self.inner), address, link)
+                .finish()
+                .await;
+        }
         let routes: Vec<Address> = if address.proxy().is_some() || self.inner.proxies.is_empty() {
             vec![address]
         } else {
@@ -1651,11 +1662,10 @@ impl Race {
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
                 let route = self.running[i].plan.route.target;
-                let Some(finder) = self.finder.as_deref() else {
-                    return;
-                };
-                let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
-                if after.is_empty() {
+                let plan = &self.running[i].plan;
+                if plan.tls.is_none() && !plan.tunnel {
+                    // Nothing follows TCP: the attempt is done (checked before building the
+                    // next step, which costs a few reference counts on every connect).
                     self.running.remove(i);
                     self.attempt_connected(id, route);
                     self.finished = Some((id, Stream::Plain(transport), None));
@@ -1663,6 +1673,10 @@ impl Race {
                         .handle_attempt(id, AttemptEvent::Connected(None), t);
                     return;
                 }
+                let Some(finder) = self.finder.as_deref() else {
+                    return;
+                };
+                let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
                 if after.tls.is_some()
                     && let Some(l) = self.listeners()
                 {

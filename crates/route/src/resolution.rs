@@ -496,8 +496,12 @@ impl Resolution {
         // HEv3 §7: a real answer replaces its family's hints, an empty one too, unless that
         // would leave no address at all: then the hints stay (a race never fails with "no
         // addresses" while a usable hint remains).
-        let mut any = false;
-        self.visit_addresses(false, |_| any = true);
+        let hints_at_stake = !self.hints.is_empty()
+            && (matches!(self.aaaa.as_deref(), Some([])) || matches!(self.a.as_deref(), Some([])));
+        let mut any = !hints_at_stake;
+        if hints_at_stake {
+            self.visit_addresses(false, |_| any = true);
+        }
         self.visit_addresses(!any, &mut f);
     }
 
