@@ -451,3 +451,90 @@ async fn tls_failures_name_the_attempt_the_route_and_what_went_wrong() {
         "{text}"
     );
 }
+
+/// A TCP server on 127.0.0.1 that reads the ClientHello, then answers with `reply` (raw bytes)
+/// and closes. Its port.
+async fn raw_tls_server(reply: &'static [u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut hello = [0u8; 2048];
+                let _ = s.read(&mut hello).await;
+                let _ = s.write_all(reply).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+/// What the race says when a TLS server answers the ClientHello with `reply`: the attempt's
+/// error kind and detail.
+async fn handshake_error(reply: &'static [u8]) -> (AttemptErrorKind, String) {
+    let port = raw_tls_server(reply).await;
+    let dns = Canned::new(&[
+        (
+            "raw.test",
+            QueryKind::A,
+            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
+        ),
+        (
+            "raw.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        ("raw.test", QueryKind::Https, DnsAnswer::Https(Vec::new())),
+    ]);
+    let Err(ConnectError::Race(f)) = connector(&dns)
+        .connect(&format!("https://raw.test:{port}"))
+        .await
+    else {
+        panic!("the handshake must fail");
+    };
+    let a = &f.error.attempts[0];
+    assert_eq!(a.error.phase, Phase::Tls, "{}", f.error);
+    (a.error.kind, a.error.detail.clone())
+}
+
+#[tokio::test]
+async fn tls_alerts_and_broken_handshakes_each_name_what_the_server_did() {
+    // A TLS alert record: content type 21, TLS 1.2 record version, length 2, level fatal (2),
+    // then the description (RFC 8446 §6).
+    use AttemptErrorKind::{Reset, Tls};
+    let cases: [(&'static [u8], AttemptErrorKind, &str); 5] = [
+        (
+            &[21, 3, 3, 0, 2, 2, 40],
+            Tls,
+            "received fatal alert: HandshakeFailure",
+        ),
+        (
+            &[21, 3, 3, 0, 2, 2, 70],
+            Tls,
+            "received fatal alert: ProtocolVersion",
+        ),
+        (
+            &[21, 3, 3, 0, 2, 2, 112],
+            Tls,
+            "received fatal alert: UnrecognisedName",
+        ),
+        // Not TLS at all (a plain HTTP server on the port).
+        (
+            b"HTTP/1.1 400 Bad Request\r\n\r\n",
+            Tls,
+            "received corrupt message of type InvalidContentType",
+        ),
+        // The server closes after the ClientHello.
+        (b"", Reset, "handshake: tls handshake eof"),
+    ];
+    for (reply, kind, expected) in cases {
+        let (got_kind, detail) = handshake_error(reply).await;
+        assert_eq!(
+            (got_kind, detail.as_str()),
+            (kind, expected),
+            "reply {reply:?}"
+        );
+    }
+}
