@@ -1190,7 +1190,11 @@ async fn an_http1_server_that_closes_without_answering_fails_that_exchange_and_i
         try_get(&pool, &format!("{url}/")).await,
         Ok((200, "1".to_owned()))
     );
-    let err = try_get(&pool, &format!("{url}/reset")).await.unwrap_err();
+    // A POST is not idempotent: it may have been processed, so it is not sent again.
+    let post = http::Request::post(format!("{url}/reset"))
+        .body(Bytes::new())
+        .unwrap();
+    let err = pool.send(post).await.unwrap_err().to_string();
     assert_eq!(
         err,
         "HTTP/1.1: connection error: peer closed connection without sending TLS close_notify: \
@@ -1201,6 +1205,54 @@ async fn an_http1_server_that_closes_without_answering_fails_that_exchange_and_i
         Ok((200, "2".to_owned()))
     );
     assert_eq!(stats[0].connections(), 2);
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_closed_just_as_it_is_reused_is_retried_for_idempotent_requests() {
+    // The first connection answers one request, then closes when the next one arrives (its
+    // keep-alive ran out as the request was on its way); later connections answer all.
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (port, accepted) = raw_server(move |mut s| {
+        let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+        async move {
+            let mut request = vec![0u8; 4096];
+            loop {
+                if !s.read(&mut request).await.is_ok_and(|n| n > 0) {
+                    return;
+                }
+                let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                if s.write_all(ok).await.is_err() {
+                    return;
+                }
+                if first {
+                    // Wait for the next request, then close without answering.
+                    let _ = s.read(&mut request).await;
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    let pool = impatient_pool(5_000);
+    let url = format!("http://127.0.0.1:{port}/");
+    let get = || http::Request::get(url.as_str()).body(Bytes::new()).unwrap();
+    let body = |r: http::Response<fastfallback_net::Body>| r.into_body().bytes();
+    assert_eq!(
+        body(pool.send(get()).await.unwrap())
+            .await
+            .unwrap()
+            .as_ref(),
+        b"ok"
+    );
+    // The GET meets the closing connection and is sent again, on a new one.
+    assert_eq!(
+        body(pool.send(get()).await.unwrap())
+            .await
+            .unwrap()
+            .as_ref(),
+        b"ok"
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

@@ -530,11 +530,33 @@ impl Pool {
     }
 
     /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
+    ///
+    /// A pooled connection can close just as it is reused (the server's keep-alive ran out
+    /// while the request was on its way). When that happens to an idempotent request (GET,
+    /// HEAD, PUT, DELETE, OPTIONS, TRACE: RFC 9110 §9.2.2 allows retrying them), before any
+    /// response arrived, it is sent once more, on another connection. Other requests get the
+    /// error: they may have been processed.
     pub async fn send(
         &self,
         request: http::Request<bytes::Bytes>,
     ) -> Result<http::Response<Body>, ExchangeError> {
-        self.send_body(request.map(http_body_util::Full::new)).await
+        let origin = self.origin(&request.uri().to_string())?;
+        let exchange = self.exchange(&origin).await?;
+        let replay = (exchange.is_reused() && request.method().is_idempotent()).then(|| {
+            let mut again = http::Request::new(request.body().clone());
+            *again.method_mut() = request.method().clone();
+            *again.uri_mut() = request.uri().clone();
+            *again.version_mut() = request.version();
+            *again.headers_mut() = request.headers().clone();
+            again
+        });
+        match (exchange.send(request).await, replay) {
+            (Err(ExchangeError::Http1(e)), Some(again)) => {
+                tracing::debug!(error = %e, "a reused HTTP/1.1 connection failed; sending again");
+                self.exchange(&origin).await?.send(again).await
+            }
+            (result, _) => result,
+        }
     }
 
     /// [`Self::send`] with any request body, streamed (see [`Exchange::send_body`]).
