@@ -538,3 +538,62 @@ async fn tls_alerts_and_broken_handshakes_each_name_what_the_server_did() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_server_requiring_a_client_certificate_fails_the_last_handshake_step_with_its_alert() {
+    // The other steps are above: alerts in answer to the ClientHello, the server's
+    // certificate refused by us, no common ALPN; this one comes after our Finished.
+    let tls = TlsMaterial::new(&["good.test".to_owned()], &[]).unwrap();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    serve(
+        listener,
+        HttpOptions {
+            tls: Some(tls.requiring_client_certificates(&[b"h2".to_vec()])),
+            ..HttpOptions::default()
+        },
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let dns = Canned::new(&[
+        (
+            "good.test",
+            QueryKind::A,
+            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
+        ),
+        (
+            "good.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        ("good.test", QueryKind::Https, DnsAnswer::Https(Vec::new())),
+    ]);
+    let connector = Connector::builder()
+        .resolver(dns)
+        .root_certificates(roots)
+        .build()
+        .unwrap();
+    // TLS 1.3 finishes the client's side before the server's verdict on the (missing)
+    // certificate arrives: the connect may succeed, and the first read then gets the alert.
+    match connector
+        .connect(&format!("https://good.test:{port}"))
+        .await
+    {
+        Err(ConnectError::Race(f)) => {
+            let detail = &f.error.attempts[0].error.detail;
+            assert_eq!(
+                detail, "received fatal alert: CertificateRequired",
+                "{}",
+                f.error
+            );
+        }
+        Ok(conn) => {
+            use tokio::io::AsyncReadExt;
+            let (mut stream, _) = conn.into_parts();
+            let mut buf = [0u8; 16];
+            let err = stream.read(&mut buf).await.unwrap_err();
+            assert_eq!(err.to_string(), "received fatal alert: CertificateRequired");
+        }
+        Err(other) => panic!("{other}"),
+    }
+}

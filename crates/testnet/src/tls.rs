@@ -110,6 +110,32 @@ impl TlsMaterial {
         Arc::new(config)
     }
 
+    /// A server configuration with these ALPN ids that requires a client certificate signed
+    /// by this CA: a client without one fails after its Finished message (TLS 1.3
+    /// `certificate_required`, RFC 8446 §4.4.2.4), the last step of the handshake.
+    pub fn requiring_client_certificates(&self, alpn: &[Vec<u8>]) -> Arc<ServerConfig> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(self.ca_der.clone())
+            .unwrap_or_else(|e| panic!("the test CA as a client root: {e}"));
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::clone(&provider),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("a client verifier: {e}"));
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| {
+                b.with_client_cert_verifier(verifier)
+                    .with_single_cert(self.chain.clone(), self.key.clone_key())
+            })
+            .unwrap_or_else(|e| panic!("a client-auth server configuration: {e}"));
+        config.alpn_protocols = alpn.to_vec();
+        Arc::new(config)
+    }
+
     /// The CA certificate, for a client's root store.
     pub fn ca_der(&self) -> CertificateDer<'static> {
         self.ca_der.clone()
