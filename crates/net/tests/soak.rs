@@ -18,11 +18,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver, Pool};
+use fastfallback_net::{FallbackPolicy, Pool};
 use fastfallback_testnet::{
-    DNS_V4, DnsZone, Match, Rule, ServerKind, TestNet, or_skip, server_v4, server_v6,
+    DnsZone, Match, Rule, ServerKind, TestNet, or_skip, server_v4, server_v6,
 };
-use hickory_resolver::config::ResolverOpts;
+
+#[path = "support/testnet.rs"]
+mod testnet_support;
 
 const ORIGINS: u8 = 8;
 
@@ -167,23 +169,14 @@ fn soak_through_the_pool_under_faults_leaks_nothing() {
     let started = Instant::now();
     let report = net.block_on_client(async {
         let fds_before = fds();
-        let mut opts = ResolverOpts::default();
-        opts.cache_size = 0;
-        let resolver =
-            HickoryResolver::with_name_server_opts(SocketAddr::new(IpAddr::V4(DNS_V4), 53), opts)
-                .unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(net.ca_der()).unwrap();
         let policy = FallbackPolicy::builder()
             .connect_timeout(Duration::from_millis(1500))
             .attempt_timeout(Duration::from_millis(600))
             .build()
             .unwrap();
         let pool = Pool::new(
-            Connector::builder()
+            testnet_support::builder(&net)
                 .policy(policy)
-                .resolver(resolver)
-                .root_certificates(roots)
                 .build()
                 .unwrap(),
         );

@@ -12,6 +12,8 @@
 //! it), and while a won connection is held, exactly one TCP socket exists: the winner's.
 
 mod support;
+#[path = "support/testnet.rs"]
+mod testnet_support;
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Deref;
@@ -20,16 +22,14 @@ use std::time::Duration;
 use support::Millis;
 
 use fastfallback_net::{
-    AnswerReport, ConnectError, Connector, FallbackPolicy, HickoryResolver, Pool, PoolOptions,
-    RaceReport, Source,
+    AnswerReport, ConnectError, Connector, FallbackPolicy, Pool, PoolOptions, RaceReport, Source,
 };
 use fastfallback_proto::{AttemptErrorKind, QueryKind, RaceErrorKind};
 use fastfallback_route::{Host, Proxy, ProxyDns};
 use fastfallback_testnet::{
-    DNS_V4, DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
+    DnsZone, HttpsSpec, Match, Rule, ServerKind, SocketProto, TestNet, or_skip, server_v4,
     server_v6,
 };
-use hickory_resolver::config::ResolverOpts;
 
 /// One test at a time: the timings should not depend on what the other core is doing.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -117,17 +117,8 @@ fn connector(net: &TestNet, policy: FallbackPolicy) -> Connector {
 
 /// [`connector`], connecting through `proxy` when given.
 fn connector_via(net: &TestNet, policy: FallbackPolicy, proxy: Option<Proxy>) -> Connector {
-    let mut opts = ResolverOpts::default();
-    opts.cache_size = 0;
-    let resolver =
-        HickoryResolver::with_name_server_opts(SocketAddr::new(IpAddr::V4(DNS_V4), 53), opts)
-            .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(net.ca_der()).unwrap();
-    let builder = Connector::builder()
+    let builder = testnet_support::builder(net)
         .policy(policy)
-        .resolver(resolver)
-        .root_certificates(roots)
         // Seeds 0..6 never make a race ignore history, so memory tests are repeatable.
         .rng_seed(0);
     match proxy {
