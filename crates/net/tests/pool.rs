@@ -1129,16 +1129,23 @@ async fn try_get(pool: &Pool, url: &str) -> Result<(u16, String), String> {
     Ok((status, conn))
 }
 
-#[tokio::test]
-async fn an_h2_stream_reset_fails_that_exchange_only_and_the_connection_carries_on() {
+/// A pool with one call done on connection 1 of a server speaking `alpn` (its stats, the
+/// pool, the origin's URL).
+async fn one_call_done(alpn: &[u8]) -> (Arc<HttpStats>, Pool, String) {
     let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
-    let stats = setup.serve(&[V4], &[H2], None).await;
+    let stats = setup.serve(&[V4], &[alpn], None).await.remove(0);
     let pool = setup.pool();
     let url = setup.url("a.test");
     assert_eq!(
         try_get(&pool, &format!("{url}/")).await,
         Ok((200, "1".to_owned()))
     );
+    (stats, pool, url)
+}
+
+#[tokio::test]
+async fn an_h2_stream_reset_fails_that_exchange_only_and_the_connection_carries_on() {
+    let (stats, pool, url) = one_call_done(H2).await;
     let err = try_get(&pool, &format!("{url}/reset")).await.unwrap_err();
     assert_eq!(
         err,
@@ -1149,19 +1156,12 @@ async fn an_h2_stream_reset_fails_that_exchange_only_and_the_connection_carries_
         try_get(&pool, &format!("{url}/")).await,
         Ok((200, "1".to_owned()))
     );
-    assert_eq!(stats[0].connections(), 1);
+    assert_eq!(stats.connections(), 1);
 }
 
 #[tokio::test]
 async fn goaway_mid_stream_fails_the_exchange_and_the_next_call_opens_a_new_connection() {
-    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
-    let stats = setup.serve(&[V4], &[H2], None).await;
-    let pool = setup.pool();
-    let url = setup.url("a.test");
-    assert_eq!(
-        try_get(&pool, &format!("{url}/")).await,
-        Ok((200, "1".to_owned()))
-    );
+    let (stats, pool, url) = one_call_done(H2).await;
     let request = http::Request::get(format!("{url}/goaway"))
         .body(Bytes::new())
         .unwrap();
@@ -1177,19 +1177,12 @@ async fn goaway_mid_stream_fails_the_exchange_and_the_next_call_opens_a_new_conn
         try_get(&pool, &format!("{url}/")).await,
         Ok((200, "2".to_owned()))
     );
-    assert_eq!(stats[0].connections(), 2);
+    assert_eq!(stats.connections(), 2);
 }
 
 #[tokio::test]
 async fn an_http1_server_that_closes_without_answering_fails_that_exchange_and_is_not_reused() {
-    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
-    let stats = setup.serve(&[V4], &[H1], None).await;
-    let pool = setup.pool();
-    let url = setup.url("a.test");
-    assert_eq!(
-        try_get(&pool, &format!("{url}/")).await,
-        Ok((200, "1".to_owned()))
-    );
+    let (stats, pool, url) = one_call_done(H1).await;
     // A POST is not idempotent: it may have been processed, so it is not sent again.
     let post = http::Request::post(format!("{url}/reset"))
         .body(Bytes::new())
@@ -1204,7 +1197,7 @@ async fn an_http1_server_that_closes_without_answering_fails_that_exchange_and_i
         try_get(&pool, &format!("{url}/")).await,
         Ok((200, "2".to_owned()))
     );
-    assert_eq!(stats[0].connections(), 2);
+    assert_eq!(stats.connections(), 2);
 }
 
 #[tokio::test]
