@@ -211,10 +211,12 @@ pub struct PoolOptions {
     pub warm_backoff: Duration,
     /// The longest wait between warm-up attempts (default 60 s).
     pub warm_backoff_max: Duration,
-    /// How long an exchange waits for the response head once its request is sent (default
-    /// 30 s; `None`: no limit). On HTTP/1.1 the connection is then closed (its request is
-    /// still in flight); on HTTP/2 only the stream is reset. The body, once it streams, is
-    /// not limited.
+    /// How long an exchange waits for the response head from the moment it starts sending
+    /// the request, upload included (default `None`: no limit, as in hyper-util, Go's
+    /// `http.Transport` and reqwest). Set it to bound a server that accepts and never answers
+    /// or dribbles its head; leave room for the largest upload. On HTTP/1.1 the connection is
+    /// then closed (its request is still in flight); on HTTP/2 only the stream is reset. The
+    /// response body, once it streams, is not limited.
     pub response_timeout: Option<Duration>,
 }
 
@@ -228,7 +230,7 @@ impl Default for PoolOptions {
             protocol_memory: 1024,
             warm_backoff: Duration::from_secs(1),
             warm_backoff_max: Duration::from_secs(60),
-            response_timeout: Some(Duration::from_secs(30)),
+            response_timeout: None,
         }
     }
 }
