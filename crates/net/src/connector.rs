@@ -722,7 +722,24 @@ impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::InvalidAddress(e) => write!(f, "invalid origin: {e}"),
-            Self::Race(r) => write!(f, "cannot connect to {}: {}", r.report.origin, r.error),
+            Self::Race(r) => {
+                write!(f, "cannot connect to {}: {}", r.report.origin, r.error)?;
+                for (i, earlier) in r.earlier.iter().enumerate() {
+                    let through = earlier
+                        .report
+                        .attempts
+                        .first()
+                        .and_then(|a| a.proxy.as_deref())
+                        .unwrap_or("an earlier proxy");
+                    write!(
+                        f,
+                        "; before that, through {through} (proxy {}): {}",
+                        i + 1,
+                        earlier.error.kind
+                    )?;
+                }
+                Ok(())
+            }
             Self::Unsupported(what) => write!(f, "not supported by this driver yet: {what}"),
         }
     }
