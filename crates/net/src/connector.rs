@@ -40,8 +40,8 @@ use fastfallback_proto::{
     Output, Phase, PooledId, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
-    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, NetworkId, Proxy,
-    RouteDatabase, SourceOf, SourceSelector, Zone,
+    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, Nat64Prefix, NetworkId,
+    Proxy, RouteDatabase, SourceOf, SourceSelector, Zone,
 };
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
@@ -117,6 +117,9 @@ struct Inner {
     /// Set by the user, or `None` to read it from the kernel (cached briefly).
     network: Option<NetworkState>,
     detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
+    /// The NAT64 prefix found through `ipv4only.arpa` (RFC 7050), or that there is none, and
+    /// when.
+    nat64: Mutex<Option<(tokio::time::Instant, Option<Nat64Prefix>)>>,
     db: Option<Arc<RouteDatabase>>,
     memory_file: Option<Arc<MemoryFile>>,
     /// Proxies to fail over across, in order, for addresses that name none (empty: direct).
@@ -148,6 +151,10 @@ impl Sources {
     }
 }
 
+/// How long a NAT64 discovery (or the absence of a prefix) is kept. RFC 7050 §3.2 uses the
+/// answer's TTL; [`Resolve`] hands over no TTL, so a fixed 10 minutes.
+const NAT64_TTL: Duration = Duration::from_secs(600);
+
 /// How long a network reading is reused: long enough that a burst of connects reads the
 /// kernel's tables once, short enough to notice a network change within seconds.
 const NETWORK_TTL: Duration = Duration::from_secs(5);
@@ -172,6 +179,45 @@ impl Inner {
                 n
             }
         }
+    }
+
+    /// The network a race starts on: [`Self::network`], with the NAT64 prefix discovered when
+    /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1).
+    async fn network_for_race(&self) -> NetworkState {
+        let mut network = self.network();
+        let c = &mut network.connectivity;
+        if c.v6 && !c.v4 && c.nat64.is_none() {
+            c.nat64 = self.nat64_prefix().await;
+        }
+        network
+    }
+
+    /// Asks the resolver for `ipv4only.arpa` AAAA (RFC 7050 §3: sent to the network's own
+    /// resolver, never answered locally) and reads the prefix from the answer; kept for
+    /// [`NAT64_TTL`].
+    async fn nat64_prefix(&self) -> Option<Nat64Prefix> {
+        let now = tokio::time::Instant::now();
+        if let Some((at, found)) = *self.nat64.lock().unwrap_or_else(|p| p.into_inner())
+            && now.saturating_duration_since(at) < NAT64_TTL
+        {
+            return found;
+        }
+        let found = match self.resolver.query("ipv4only.arpa", QueryKind::Aaaa).await {
+            DnsAnswer::Addresses(list) => {
+                let v6: Vec<std::net::Ipv6Addr> = list
+                    .iter()
+                    .filter_map(|ip| match ip {
+                        std::net::IpAddr::V6(v6) => Some(*v6),
+                        std::net::IpAddr::V4(_) => None,
+                    })
+                    .collect();
+                Nat64Prefix::discover(&v6)
+            }
+            _ => None,
+        };
+        tracing::debug!(?found, "NAT64 prefix discovery (ipv4only.arpa)");
+        *self.nat64.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, found));
+        found
     }
 
     fn next_seed(&self) -> u64 {
@@ -633,6 +679,7 @@ impl ConnectorBuilder {
                 sources,
                 network,
                 // Read the network now, so the first connect does not pay for it.
+                nat64: Mutex::new(None),
                 detected: Mutex::new(
                     network
                         .is_none()
@@ -1041,10 +1088,15 @@ impl Connector {
         }
         let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
         connection(
-            Race::new(Arc::clone(&self.inner), address, None)
-                .finish()
-                .await
-                .0,
+            Race::new(
+                Arc::clone(&self.inner),
+                address,
+                None,
+                self.inner.network_for_race().await,
+            )
+            .finish()
+            .await
+            .0,
         )
     }
 
@@ -1075,7 +1127,8 @@ impl Connector {
         };
         // The common case, one race and no list to build.
         if address.proxy().is_some() || self.inner.proxies.is_empty() {
-            return Race::new(Arc::clone(&self.inner), address, link)
+            let network = self.inner.network_for_race().await;
+            return Race::new(Arc::clone(&self.inner), address, link, network)
                 .finish()
                 .await;
         }
@@ -1093,7 +1146,8 @@ impl Connector {
         let count = routes.len();
         for (i, route) in routes.into_iter().enumerate() {
             let more = i + 1 < count;
-            let (result, learned) = Race::new(Arc::clone(&self.inner), route, link.take())
+            let network = self.inner.network_for_race().await;
+            let (result, learned) = Race::new(Arc::clone(&self.inner), route, link.take(), network)
                 .finish()
                 .await;
             lessons.extend(learned);
@@ -1255,8 +1309,12 @@ impl Drop for Race {
 }
 
 impl Race {
-    fn new(inner: Arc<Inner>, address: Address, link: Option<PoolLink>) -> Self {
-        let network = inner.network();
+    fn new(
+        inner: Arc<Inner>,
+        address: Address,
+        link: Option<PoolLink>,
+        network: NetworkState,
+    ) -> Self {
         let t0 = now();
         let memory = match &inner.db {
             Some(db) => db.view(network.id, &address, t0),

@@ -721,8 +721,13 @@ fn second_race_ends_on_the_first_calls_h2_connection_when_it_is_pooled() {
         (b_end - a_end).abs() < 5.0,
         "a ended at {a_end:.1} ms, b at {b_end:.1} ms\n{ra}\n{rb}"
     );
-    // IPv4 SYN at 250 (a's), TCP 10 ms, TLS 10 ms: b's own IPv4 start (50 + 250) never came.
-    assert_near("a's race", ra.elapsed.ms(), 270.0);
+    // IPv4 SYN at 250 (a's), TCP 10 ms, TLS 10 ms (several more in this unoptimised build):
+    // a's race ends before b's own IPv4 start (50 + 250) was due, so that start never came.
+    let a_race = ra.elapsed.ms();
+    assert!(
+        (269.0..300.0).contains(&a_race),
+        "a's race: {a_race:.1} ms, expected 270 ms and before 300 ms\n{ra}"
+    );
     let syns = syn_offsets(&net);
     let v4_syns: Vec<_> = syns.iter().filter(|(_, d)| d.is_ipv4()).collect();
     let v6_syns = syns.iter().filter(|(_, d)| d.is_ipv6()).count();

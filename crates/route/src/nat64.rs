@@ -107,6 +107,32 @@ impl Nat64Prefix {
         Some(Ipv4Addr::new(o[p[0]], o[p[1]], o[p[2]], o[p[3]]))
     }
 
+    /// The prefix a DNS64 resolver used, found from its AAAA answer for `ipv4only.arpa` (RFC
+    /// 7050 §3): the name has only the well-known IPv4 addresses 192.0.0.170 and 192.0.0.171,
+    /// so the synthesized answer holds one of them at the place an RFC 6052 prefix length puts
+    /// it. Each length is tried, longest first; the first address that fits gives the prefix.
+    /// `None` for an empty answer (no DNS64: RFC 7050 §3 says there is no NAT64 then).
+    ///
+    /// ```
+    /// use fastfallback_route::Nat64Prefix;
+    ///
+    /// let answer = ["64:ff9b::c000:aa".parse().unwrap(), "64:ff9b::c000:ab".parse().unwrap()];
+    /// assert_eq!(Nat64Prefix::discover(&answer), Some(Nat64Prefix::WELL_KNOWN));
+    /// assert_eq!(Nat64Prefix::discover(&[]), None);
+    /// ```
+    pub fn discover(answer: &[Ipv6Addr]) -> Option<Self> {
+        const WKA: [Ipv4Addr; 2] = [Ipv4Addr::new(192, 0, 0, 170), Ipv4Addr::new(192, 0, 0, 171)];
+        answer.iter().find_map(|&v6| {
+            [96u8, 64, 56, 48, 40, 32].into_iter().find_map(|len| {
+                let mut bytes = v6.octets();
+                bytes[usize::from(len / 8)..].fill(0);
+                let prefix = Self::new(Ipv6Addr::from(bytes), len).ok()?;
+                let embedded = prefix.extract(v6)?;
+                (WKA.contains(&embedded) && prefix.synthesize(embedded) == v6).then_some(prefix)
+            })
+        })
+    }
+
     /// Whether HEv3 §8.3 exempts `v4` from synthesis: 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16 and
     /// 255.255.255.255/32 are neither needed nor possible through NAT64.
     pub fn is_exempt(v4: Ipv4Addr) -> bool {
@@ -118,6 +144,43 @@ impl Nat64Prefix {
 impl fmt::Display for Nat64Prefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.prefix(), self.len)
+    }
+}
+
+#[cfg(test)]
+mod discovery_tests {
+    use super::*;
+
+    #[test]
+    fn rfc7050_discovery_finds_the_prefix_for_every_rfc6052_length() {
+        // T29 (a): the well-known prefix.
+        let wkp = [
+            "64:ff9b::c000:aa".parse().unwrap(),
+            "64:ff9b::c000:ab".parse().unwrap(),
+        ];
+        assert_eq!(Nat64Prefix::discover(&wkp), Some(Nat64Prefix::WELL_KNOWN));
+        // A network-specific prefix of each length, synthesized the RFC 6052 way.
+        for len in [32u8, 40, 48, 56, 64, 96] {
+            let prefix = Nat64Prefix::new("2001:db8:122:344::".parse().unwrap(), len).unwrap();
+            let answer = [prefix.synthesize(Ipv4Addr::new(192, 0, 0, 171))];
+            let found = Nat64Prefix::discover(&answer).unwrap();
+            assert_eq!(
+                found.synthesize(Ipv4Addr::new(198, 51, 100, 1)),
+                prefix.synthesize(Ipv4Addr::new(198, 51, 100, 1)),
+                "/{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_or_unrelated_answer_is_no_nat64() {
+        // T29 (b): NODATA.
+        assert_eq!(Nat64Prefix::discover(&[]), None);
+        // A real AAAA record for the name, not a synthesized one.
+        assert_eq!(
+            Nat64Prefix::discover(&["2001:db8::1".parse().unwrap()]),
+            None
+        );
     }
 }
 
