@@ -1,14 +1,16 @@
 //! Arbitrary DNS answer sets, HTTPS records included, go through aggregation and ordering:
 //! no panic; the address list has no duplicates, respects the caps, and holds only addresses
 //! that came in an answer or a hint of a usable record; a record with port 0 or a malformed
-//! one never contributes. Run: `RUSTC_BOOTSTRAP=1 cargo fuzz run route_answers`.
+//! one never contributes. Every name the records lead to is answered with the same record
+//! set, so aliases chain and loop: no query is asked twice, and no more than
+//! `MAX_ALIAS_CHAIN` HTTPS follow-ups are. Run: `RUSTC_BOOTSTRAP=1 cargo fuzz run route_answers`.
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use fastfallback_proto::{Alpn, DnsAnswer, Family, HttpsRecord, Instant, QueryKind};
-use fastfallback_route::{AnswerLimits, Connectivity, Resolution};
+use fastfallback_proto::{Alpn, DnsAnswer, Family, HttpsRecord, Instant, Query, QueryKind};
+use fastfallback_route::{AnswerLimits, Connectivity, MAX_ALIAS_CHAIN, Resolution};
 use libfuzzer_sys::fuzz_target;
 
 fn addresses(data: &[u8]) -> Vec<IpAddr> {
@@ -31,7 +33,9 @@ fn records(data: &[u8]) -> Vec<HttpsRecord> {
         .filter(|c| c.len() == 8)
         .map(|c| HttpsRecord {
             priority: u16::from(c[0] % 4),
-            target: if c[1] & 1 == 0 { ".".into() } else { "svc.example".into() },
+            target: [".", "svc.example.", "Alt.Example", "example.com", "n1.example", "bad..name"]
+                [usize::from(c[6] % 6)]
+                .into(),
             alpn: match c[1] >> 1 & 3 {
                 0 => vec![Alpn::H2],
                 1 => vec![Alpn::H3],
@@ -60,13 +64,36 @@ fuzz_target!(|data: &[u8]| {
         Duration::from_millis(50),
         AnswerLimits::default(),
     )
-    .seeded(u64::from(data.len() as u32));
-    r.handle_answer(QueryKind::Https, &DnsAnswer::Https(https.clone()), Instant::ZERO);
-    r.handle_answer(QueryKind::Aaaa, &DnsAnswer::Addresses(addrs.clone()), Instant::ZERO);
-    r.handle_answer(QueryKind::A, &DnsAnswer::Addresses(addrs.clone()), Instant::from_millis(1));
+    .seeded(u64::from(data.len() as u32))
+    .named("example.com");
+    let origin = |k| Query::origin(k);
+    r.handle_answer(&origin(QueryKind::Https), &DnsAnswer::Https(https.clone()), Instant::ZERO);
+    r.handle_answer(&origin(QueryKind::Aaaa), &DnsAnswer::Addresses(addrs.clone()), Instant::ZERO);
+    let mut asked: Vec<Query> = Vec::new();
+    for _ in 0..64 {
+        let next: Vec<Query> = r.take_queries().collect();
+        if next.is_empty() {
+            break;
+        }
+        for q in next {
+            assert!(!q.is_origin(), "{q} asked again");
+            assert!(!asked.contains(&q), "{q} asked twice");
+            let answer = match q.kind {
+                QueryKind::Https => DnsAnswer::Https(https.clone()),
+                _ => DnsAnswer::Addresses(addrs.clone()),
+            };
+            r.handle_answer(&q, &answer, Instant::from_millis(1));
+            asked.push(q);
+        }
+    }
+    assert!(r.take_queries().next().is_none(), "follow-ups never end");
+    let https_follow_ups = asked.iter().filter(|q| q.kind == QueryKind::Https).count();
+    assert!(https_follow_ups <= MAX_ALIAS_CHAIN, "{https_follow_ups} aliases followed");
+    r.handle_answer(&origin(QueryKind::A), &DnsAnswer::Addresses(addrs.clone()), Instant::from_millis(1));
     let _ = r.poll(Instant::from_millis(60));
     let out = r.addresses();
-    assert!(out.len() <= 2 * AnswerLimits::default().max_addresses + 2 * https.len());
+    let names = 1 + asked.len();
+    assert!(out.len() <= names * (2 * AnswerLimits::default().max_addresses + 2 * https.len()));
     let mut dedup = out.clone();
     dedup.sort();
     dedup.dedup();

@@ -100,7 +100,10 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
     let labels: Vec<String> = report
         .queries
         .iter()
-        .map(|q| format!("dns {}", q.kind))
+        .map(|q| match &q.name {
+            Some(name) => format!("dns {} {name}", q.kind),
+            None => format!("dns {}", q.kind),
+        })
         .chain(report.attempts.iter().map(|a| match &a.proxy {
             Some(proxy) => format!("#{} {} {} ({proxy})", a.id, family(a.family), a.route),
             None => format!("#{} {} {}", a.id, family(a.family), a.route),
@@ -220,6 +223,7 @@ mod tests {
             queries: vec![
                 QueryReport {
                     kind: QueryKind::Aaaa,
+                    name: None,
                     sent: ms(0),
                     answered: Some(ms(10)),
                     answer: Some(AnswerReport::Addresses(vec![
@@ -228,6 +232,7 @@ mod tests {
                 },
                 QueryReport {
                     kind: QueryKind::A,
+                    name: None,
                     sent: ms(0),
                     answered: None,
                     answer: None,

@@ -37,7 +37,7 @@ use fastfallback_plan::{
 };
 use fastfallback_proto::{
     Alpn, AlpnOffer, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant,
-    Output, Phase, PooledId, QueryKind, RaceError, Winner,
+    Output, Phase, PooledId, Query, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
     Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, Nat64Prefix, NetworkId,
@@ -966,7 +966,7 @@ struct Running {
 }
 
 enum Wake {
-    Dns(QueryKind, DnsAnswer),
+    Dns(Query, DnsAnswer),
     Tcp(usize, Result<Transport, AttemptError>),
     Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),
     Offer(Offer),
@@ -1269,7 +1269,7 @@ struct Race {
     name: String,
     t0: Instant,
     log: Vec<QueryLog>,
-    queries: Vec<(QueryKind, Answer)>,
+    queries: Vec<(Query, Answer)>,
     running: Vec<Running>,
     /// Finished attempts waiting for the race to declare them the winner.
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
@@ -1471,20 +1471,23 @@ impl Race {
     /// Acts on one output of the race. Returns how the race ended, once it has.
     fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
         match out {
-            Output::StartQuery(kind) => {
-                tracing::debug!(name = %self.name, %kind, "query");
+            Output::StartQuery(query) => {
+                let name = query.name.resolve(&self.name);
+                tracing::debug!(%name, kind = %query.kind, "query");
+                let answer = self.inner.resolver.query(name, query.kind);
                 if let Some(l) = self.listeners() {
-                    l.call(|| CallEvent::DnsStart { kind });
+                    l.call(|| CallEvent::DnsStart {
+                        query: query.clone(),
+                    });
                 }
-                self.queries
-                    .push((kind, self.inner.resolver.query(&self.name, kind)));
                 self.log.push(QueryLog {
-                    kind,
+                    query: query.clone(),
                     sent: t,
                     answered: None,
                 });
+                self.queries.push((query, answer));
             }
-            Output::CancelQuery(kind) => self.queries.retain(|(k, _)| *k != kind),
+            Output::CancelQuery(query) => self.queries.retain(|(q, _)| *q != query),
             Output::StartAttempt { id, plan } => {
                 tracing::debug!(%id, %plan, "attempt starts");
                 let target = plan.route.target;
@@ -1670,8 +1673,8 @@ impl Race {
         }
         for i in 0..self.queries.len() {
             if let Poll::Ready(answer) = self.queries[i].1.as_mut().poll(cx) {
-                let (kind, _) = self.queries.remove(i);
-                return Poll::Ready(Wake::Dns(kind, answer));
+                let (query, _) = self.queries.remove(i);
+                return Poll::Ready(Wake::Dns(query, answer));
             }
         }
         for (i, r) in self.running.iter_mut().enumerate() {
@@ -1708,20 +1711,23 @@ impl Race {
                 }
             }
             Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t),
-            Wake::Dns(kind, answer) => {
+            Wake::Dns(query, answer) => {
                 let dsts = self.network.connectivity.destinations(&answer);
-                // Only A and AAAA answers count for coalescing, not HTTPS hints (§3.7).
+                // Only the origin's own A and AAAA answers count for coalescing, not HTTPS
+                // hints or a service target's addresses (§3.7).
                 if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
+                    && query.is_origin()
                     && matches!(answer, DnsAnswer::Addresses(_))
                     && !dsts.is_empty()
                 {
                     watch.resolved(&dsts);
                 }
                 let sources = self.inner.sources.find(dsts);
-                self.finder().handle_dns(kind, &answer, &sources, t);
+                self.finder()
+                    .handle_dns(query.clone(), &answer, &sources, t);
                 if let Some(l) = self.listeners() {
                     l.call(|| CallEvent::DnsEnd {
-                        kind,
+                        query: query.clone(),
                         answer: answer.clone(),
                     });
                 }
@@ -1729,7 +1735,7 @@ impl Race {
                 if let Some(q) = self
                     .log
                     .iter_mut()
-                    .find(|q| q.kind == kind && q.answered.is_none())
+                    .find(|q| q.query == query && q.answered.is_none())
                 {
                     q.answered = Some((t, answer));
                 }

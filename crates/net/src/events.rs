@@ -10,7 +10,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use fastfallback_proto::{DnsAnswer, QueryKind};
+use fastfallback_proto::{DnsAnswer, Query};
 
 /// How this exchange got its connection.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -45,13 +45,14 @@ pub enum CallEvent {
     },
     /// A DNS query was sent.
     DnsStart {
-        /// Its record type.
-        kind: QueryKind,
+        /// Its record type and the name it asks about (the origin's, or a name the HTTPS
+        /// records led to).
+        query: Query,
     },
     /// A DNS query was answered.
     DnsEnd {
-        /// Its record type.
-        kind: QueryKind,
+        /// The query.
+        query: Query,
         /// The answer.
         answer: DnsAnswer,
     },

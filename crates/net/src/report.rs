@@ -7,7 +7,7 @@ use std::time::Duration;
 use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
 use fastfallback_proto::{
     Alpn, AttemptError, AttemptId, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase,
-    PooledId, QueryKind,
+    PooledId, Query, QueryKind, QueryName,
 };
 use serde::Serialize;
 
@@ -47,6 +47,10 @@ pub struct QueryReport {
     /// `AAAA`, `A` or `HTTPS`.
     #[serde(serialize_with = "json::display")]
     pub kind: QueryKind,
+    /// The name asked about, when it is not the origin's own: an alias target or a
+    /// service's TargetName (RFC 9460 §3). Left out of the JSON for the origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// When it was sent, since the race started.
     #[serde(rename = "sent_ms", serialize_with = "json::millis")]
     pub sent: Duration,
@@ -386,7 +390,7 @@ pub(crate) struct Story {
 /// One DNS query as sent and answered.
 #[derive(Debug)]
 pub(crate) struct QueryLog {
-    pub(crate) kind: QueryKind,
+    pub(crate) query: Query,
     pub(crate) sent: Instant,
     pub(crate) answered: Option<(Instant, DnsAnswer)>,
 }
@@ -400,7 +404,11 @@ impl Story {
                 .queries
                 .iter()
                 .map(|q| QueryReport {
-                    kind: q.kind,
+                    kind: q.query.kind,
+                    name: match &q.query.name {
+                        QueryName::Origin => None,
+                        QueryName::Target(n) => Some(n.to_string()),
+                    },
                     sent: since(q.sent, self.t0),
                     answered: q.answered.as_ref().map(|(t, _)| since(*t, self.t0)),
                     answer: q.answered.as_ref().map(|(_, a)| AnswerReport::of(a)),
@@ -431,12 +439,11 @@ impl fmt::Display for RaceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "race to {}", self.origin)?;
         for q in &self.queries {
-            write!(
-                f,
-                "  {:>8.1} ms  query {:<5}",
-                ms(q.sent),
-                q.kind.to_string()
-            )?;
+            let what = match &q.name {
+                Some(name) => format!("{} {name}", q.kind),
+                None => q.kind.to_string(),
+            };
+            write!(f, "  {:>8.1} ms  query {what:<5}", ms(q.sent))?;
             match (&q.answered, &q.answer) {
                 (Some(t), Some(a)) => writeln!(f, " → {:.1} ms: {a}", ms(*t))?,
                 _ => writeln!(f, " → no answer before the race ended")?,
@@ -567,14 +574,24 @@ mod tests {
         RaceReport {
             origin: "tcp://example.test:80".to_owned(),
             elapsed: Duration::from_micros(270_500),
-            queries: vec![QueryReport {
-                kind: QueryKind::Aaaa,
-                sent: ms(0),
-                answered: Some(ms(10)),
-                answer: Some(AnswerReport::Addresses(vec![
-                    "2001:db8::a".parse().unwrap(),
-                ])),
-            }],
+            queries: vec![
+                QueryReport {
+                    kind: QueryKind::Aaaa,
+                    name: None,
+                    sent: ms(0),
+                    answered: Some(ms(10)),
+                    answer: Some(AnswerReport::Addresses(vec![
+                        "2001:db8::a".parse().unwrap(),
+                    ])),
+                },
+                QueryReport {
+                    kind: QueryKind::A,
+                    name: Some("svc.example.test".to_owned()),
+                    sent: ms(5),
+                    answered: None,
+                    answer: None,
+                },
+            ],
             attempts: vec![
                 attempt(
                     1,
@@ -604,6 +621,9 @@ mod tests {
             "queries": [{
                 "kind": "AAAA", "sent_ms": 0.0, "answered_ms": 10.0,
                 "answer": {"addresses": ["2001:db8::a"]}
+            }, {
+                "kind": "A", "name": "svc.example.test", "sent_ms": 5.0, "answered_ms": null,
+                "answer": null
             }],
             "attempts": [
                 {"id": 1, "route": "[2001:db8::a]:80", "family": "v6", "plan": "tcp [2001:db8::a]:80",

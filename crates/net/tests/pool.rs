@@ -592,8 +592,8 @@ impl EventListener for Recorder {
     fn event(&self, event: &CallEvent) {
         let line = match event {
             CallEvent::CallStart { .. } => "CallStart".to_owned(),
-            CallEvent::DnsStart { kind } => format!("DnsStart {kind}"),
-            CallEvent::DnsEnd { kind, .. } => format!("DnsEnd {kind}"),
+            CallEvent::DnsStart { query } => format!("DnsStart {query}"),
+            CallEvent::DnsEnd { query, .. } => format!("DnsEnd {query}"),
             CallEvent::ConnectStart { attempt, .. } => format!("ConnectStart #{attempt}"),
             CallEvent::SecureConnectStart { attempt } => format!("SecureConnectStart #{attempt}"),
             CallEvent::SecureConnectEnd { attempt, alpn } => {

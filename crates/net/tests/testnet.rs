@@ -572,6 +572,164 @@ fn https_record_hints_and_port_start_the_race_before_the_address_answers() {
     );
 }
 
+/// Serves TLS with h2 on `port` of each of `ips`.
+fn serve_h2(net: &TestNet, ips: &[IpAddr], port: u16) {
+    for &ip in ips {
+        net.serve(
+            SocketAddr::new(ip, port),
+            ServerKind::Tls {
+                alpn: vec![b"h2".to_vec()],
+            },
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn service_priority_groups_are_tried_in_order_before_the_origins_own_addresses() {
+    // T38 on the wire: svca.test (priority 1) is blackholed on both families, svcb.test
+    // (priority 2) works, and the origin's own addresses (no "." record) work but come last.
+    let Some(net) =
+        network("service_priority_groups_are_tried_in_order_before_the_origins_own_addresses")
+    else {
+        return;
+    };
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![
+                HttpsSpec {
+                    target: "svca.test".into(),
+                    ..HttpsSpec::service(1)
+                }
+                .alpn(["h2"])
+                .ipv6hint([server_v6(1)])
+                .ipv4hint([server_v4(1)]),
+                HttpsSpec {
+                    target: "svcb.test".into(),
+                    ..HttpsSpec::service(2)
+                }
+                .alpn(["h2"])
+                .ipv6hint([server_v6(2)]),
+            ],
+            ..DnsZone::default()
+        },
+    );
+    let zone = |aaaa, a| DnsZone {
+        aaaa,
+        a,
+        ..DnsZone::default()
+    };
+    net.set_dns("svca.test", zone(vec![server_v6(1)], vec![server_v4(1)]));
+    net.set_dns("svcb.test", zone(vec![server_v6(2)], vec![]));
+    serve_h2(&net, &[v6(0), v4(0), v6(1), v4(1), v6(2)], 443);
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(1))),
+        Rule::blackhole(Match::Addr(v4(1))),
+        Rule::delay(Match::Addr(v6(2)), half(RTT)),
+    ]);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let conn = c.connect(&format!("https://{NAME}")).await.unwrap();
+        assert_eq!(conn.peer_addr(), SocketAddr::new(v6(2), 443));
+        conn.into_parts().1
+    });
+    let routes: Vec<SocketAddr> = report.attempts.iter().map(|a| a.route).collect();
+    assert_eq!(
+        routes,
+        [
+            SocketAddr::new(v6(1), 443),
+            SocketAddr::new(v4(1), 443),
+            SocketAddr::new(v6(2), 443)
+        ],
+        "{report}"
+    );
+    let (a0, a1, a2) = (
+        &report.attempts[0],
+        &report.attempts[1],
+        &report.attempts[2],
+    );
+    assert_near("svca's IPv4", a1.started.ms() - a0.started.ms(), 250.0);
+    assert_near("svcb", a2.started.ms() - a0.started.ms(), 500.0);
+    // The TargetNames' addresses were asked for, by name, and the report says so.
+    let mut named: Vec<String> = report
+        .queries
+        .iter()
+        .filter_map(|q| q.name.as_ref().map(|n| format!("{} {n}", q.kind)))
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            "A svca.test",
+            "A svcb.test",
+            "AAAA svca.test",
+            "AAAA svcb.test"
+        ],
+        "{report}"
+    );
+    // Nothing ever went to the origin's own addresses.
+    let syns = syn_offsets(&net);
+    assert!(
+        syns.iter().all(|(_, d)| d.ip() != v6(0) && d.ip() != v4(0)),
+        "{syns:?}"
+    );
+}
+
+#[test]
+fn an_https_alias_is_followed_to_the_targets_service_and_port() {
+    // RFC 9460 §2.4.2 on the wire: origin.test aliases to cdn.test, whose record names port
+    // 8443; cdn.test's own AAAA answer carries the address.
+    let Some(net) = network("an_https_alias_is_followed_to_the_targets_service_and_port") else {
+        return;
+    };
+    const ALT_PORT: u16 = 8443;
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![HttpsSpec {
+                priority: 0,
+                target: "cdn.test".into(),
+                ..HttpsSpec::default()
+            }],
+            ..DnsZone::default()
+        },
+    );
+    net.set_dns(
+        "cdn.test",
+        DnsZone {
+            aaaa: vec![server_v6(3)],
+            https: vec![HttpsSpec::service(1).alpn(["h2"]).port(ALT_PORT)],
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v6(3)], ALT_PORT);
+    serve_h2(&net, &[v6(0), v4(0)], 443);
+    let report = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let conn = c.connect(&format!("https://{NAME}")).await.unwrap();
+        assert_eq!(conn.alpn().map(ToString::to_string).as_deref(), Some("h2"));
+        conn.into_parts().1
+    });
+    assert_eq!(
+        report.attempts[0].route,
+        SocketAddr::new(v6(3), ALT_PORT),
+        "{report}"
+    );
+    assert_eq!(report.winner, Some(report.attempts[0].id), "{report}");
+    assert!(
+        report
+            .queries
+            .iter()
+            .any(|q| q.kind == QueryKind::Https && q.name.as_deref() == Some("cdn.test")),
+        "{report}"
+    );
+}
+
 #[test]
 fn kernel_connectivity_is_read_from_the_callers_namespace() {
     let Some(net) = network("kernel_connectivity_is_read_from_the_callers_namespace") else {

@@ -70,7 +70,7 @@ use std::time::Duration;
 
 use fastfallback_proto::{
     AlpnOffer, AttemptError, AttemptErrorKind, AttemptEvent, AttemptFailure, AttemptId,
-    CancelReason, DnsAnswer, Family, Instant, Output, Phase, PooledId, QueryKind, RaceError,
+    CancelReason, DnsAnswer, Family, Instant, Output, Phase, PooledId, Query, QueryKind, RaceError,
     RaceErrorKind, Winner,
 };
 use fastfallback_route::order::{FamilyPreference, OrderContext, Orderable, order};
@@ -173,6 +173,8 @@ struct Endpoint {
     target: SocketAddr,
     source: Option<Source>,
     tried: bool,
+    /// The service priority group ([`fastfallback_route::Candidate::group`]).
+    group: u16,
 }
 
 impl Orderable for Endpoint {
@@ -201,20 +203,21 @@ struct Pacing {
 ///
 /// ```
 /// use fastfallback_plan::{FastFallbackExchangeFinder, FallbackPolicy, RaceInput};
-/// use fastfallback_proto::{AttemptEvent, DnsAnswer, Instant, Output, QueryKind, Winner};
+/// use fastfallback_proto::{AttemptEvent, DnsAnswer, Instant, Output, Query, QueryKind, Winner};
 /// use fastfallback_route::{Address, Connectivity};
 ///
 /// let addr = Address::parse("tcp://example.com:80").unwrap();
 /// let t0 = Instant::from_millis(0);
 /// let input = RaceInput::new(Connectivity::DUAL_STACK);
 /// let mut race = FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, t0);
-/// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(QueryKind::Aaaa)));
-/// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(QueryKind::A)));
+/// let aaaa = Query::origin(QueryKind::Aaaa);
+/// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(aaaa.clone())));
+/// assert_eq!(race.poll_output(t0), Some(Output::StartQuery(Query::origin(QueryKind::A))));
 /// assert_eq!(race.poll_output(t0), None);
 ///
 /// let t20 = Instant::from_millis(20);
 /// let answer = DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]);
-/// race.handle_dns(QueryKind::Aaaa, &answer, &[], t20);
+/// race.handle_dns(aaaa, &answer, &[], t20);
 /// let Some(Output::StartAttempt { id, plan }) = race.poll_output(t20) else { panic!() };
 /// assert_eq!(plan.route.target.to_string(), "[2001:db8::a]:80");
 ///
@@ -375,7 +378,7 @@ impl FastFallbackExchangeFinder {
                     FamilyPreference::V4First | FamilyPreference::V4Only => Family::V4,
                     FamilyPreference::Auto => connectivity.preferred_family(),
                 };
-                let r = Resolution::new(
+                let mut r = Resolution::new(
                     &q,
                     connectivity,
                     preferred,
@@ -384,6 +387,9 @@ impl FastFallbackExchangeFinder {
                 )
                 .offering(policy.alpn)
                 .seeded(seed);
+                if let (true, Host::Name(name)) = (https, host) {
+                    r = r.named(name);
+                }
                 (r, q)
             }
         };
@@ -428,17 +434,20 @@ impl FastFallbackExchangeFinder {
 
     // ---- inputs ----
 
-    /// Takes in one DNS answer, with the source address of each of its destinations
-    /// ([`Connectivity::destinations`]), found by the driver. A destination without an entry
-    /// is sorted as if the host had a matching source for it. Answers after a win are taken for
-    /// the DNS tail and start nothing (HEv3 §6).
+    /// Takes in one DNS answer to `query` (a [`QueryKind`] alone means the origin's name),
+    /// with the source address of each of its destinations ([`Connectivity::destinations`]),
+    /// found by the driver. A destination without an entry is sorted as if the host had a
+    /// matching source for it. An answer may call for follow-up queries (an alias target, a
+    /// service's TargetName, RFC 9460 §3), which come out as [`Output::StartQuery`]. Answers
+    /// after a win are taken for the DNS tail and start nothing (HEv3 §6).
     pub fn handle_dns(
         &mut self,
-        kind: QueryKind,
+        query: impl Into<Query>,
         answer: &DnsAnswer,
         sources: &[SourceOf],
         now: Instant,
     ) {
+        let query = query.into();
         let now = self.clock(now);
         self.needs_decision = true;
         match self.phase {
@@ -452,13 +461,19 @@ impl FastFallbackExchangeFinder {
                         None => self.sources.push(*s),
                     }
                 }
-                self.resolution.handle_answer(kind, answer, now);
+                self.resolution.handle_answer(&query, answer, now);
+                for q in self.resolution.take_queries() {
+                    self.out.push_back(Output::StartQuery(q));
+                }
                 self.sync_endpoints();
                 self.try_move_on(now);
             }
             // The DNS tail: the answer is taken (the query is no longer pending) and starts
-            // nothing. Caching it is the resolver's job.
-            RacePhase::Won { .. } => self.resolution.handle_answer(kind, answer, now),
+            // nothing, follow-up queries included. Caching it is the resolver's job.
+            RacePhase::Won { .. } => {
+                self.resolution.handle_answer(&query, answer, now);
+                self.resolution.abandon_unsent();
+            }
             RacePhase::Failed | RacePhase::Abandoned => {}
         }
         self.rearm();
@@ -692,8 +707,8 @@ impl FastFallbackExchangeFinder {
     }
 
     /// The queries not yet answered.
-    pub fn pending_queries(&self) -> Vec<QueryKind> {
-        self.resolution.pending_kinds()
+    pub fn pending_queries(&self) -> Vec<Query> {
+        self.resolution.pending_queries()
     }
 
     /// The origin.
@@ -775,40 +790,55 @@ impl FastFallbackExchangeFinder {
     /// Reconciles the endpoint list with the current DNS answers: new addresses are added,
     /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
     fn sync_endpoints(&mut self) {
-        let port = self
-            .resolution
-            .service()
-            .and_then(|s| s.port)
-            .unwrap_or_else(|| self.address.connect_host().1);
-        let before = self.endpoints.len();
-        let resolution = &self.resolution;
-        self.endpoints
-            .retain(|e| e.tried || resolution.has_address(e.logical));
-        let mut changed = before != self.endpoints.len();
+        let origin_port = self.address.connect_host().1;
+        let mut candidates: SmallVec<[(IpAddr, SocketAddr, u16); 4]> = SmallVec::new();
         let mut disallowed = Vec::new();
         let scope = self.address.scope_id().unwrap_or(0);
-        let (endpoints, sources) = (&mut self.endpoints, &self.sources);
         let (policy, connectivity) = (&self.policy, &self.connectivity);
-        resolution.for_each_address(|ip| {
-            if endpoints.iter().any(|e| e.logical == ip) || disallowed.contains(&ip) {
+        self.resolution.for_each_candidate(|c| {
+            if !policy.family.allows(Family::of(c.ip)) {
+                if !disallowed.contains(&c.ip) {
+                    disallowed.push(c.ip);
+                }
                 return;
             }
-            if !policy.family.allows(Family::of(ip)) {
-                disallowed.push(ip);
-                return;
-            }
-            let target = match connectivity.connect_ip(ip) {
+            let port = c.port.unwrap_or(origin_port);
+            let target = match connectivity.connect_ip(c.ip) {
                 IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
                 v4 => SocketAddr::new(v4, port),
             };
-            endpoints.push(Endpoint {
+            // The same address and port in two groups is tried once, in the first.
+            if !candidates.iter().any(|(_, t, _)| *t == target) {
+                candidates.push((c.ip, target, c.group));
+            }
+        });
+        let before = self.endpoints.len();
+        let mut changed = false;
+        self.endpoints.retain_mut(|e| {
+            match candidates.iter().find(|(_, t, _)| *t == e.target) {
+                Some(&(_, _, group)) => {
+                    changed |= e.group != group;
+                    e.group = group;
+                    true
+                }
+                // HEv3 §7: an attempted endpoint keeps its place; an untried one goes.
+                None => e.tried,
+            }
+        });
+        changed |= before != self.endpoints.len();
+        for (ip, target, group) in candidates {
+            if self.endpoints.iter().any(|e| e.target == target) {
+                continue;
+            }
+            self.endpoints.push(Endpoint {
                 logical: ip,
                 target,
-                source: source_of(sources, ip),
+                source: source_of(&self.sources, ip),
                 tried: false,
+                group,
             });
             changed = true;
-        });
+        }
         for ip in disallowed {
             let why = format!("the policy allows no {}", Family::of(ip));
             self.resolution.note_skipped(ip.to_string(), why);
@@ -816,6 +846,8 @@ impl FastFallbackExchangeFinder {
         self.order_dirty |= changed;
     }
 
+    /// Sorts the endpoints: group by group (RFC 9460 §2.4.1, HEv3 §4.3: a service's
+    /// endpoints before those of the next), each group by RFC 6724 and route memory.
     fn reorder(&mut self, now: Instant) {
         let ctx = OrderContext {
             memory: Some(&self.memory).filter(|m| m.is_enabled()),
@@ -825,8 +857,21 @@ impl FastFallbackExchangeFinder {
             now,
         };
         if self.endpoints.len() > 1 {
-            let sorted = order(self.endpoints.drain(..).collect(), &ctx);
-            self.endpoints.extend(sorted);
+            let first = self.endpoints[0].group;
+            if self.endpoints.iter().all(|e| e.group == first) {
+                let sorted = order(self.endpoints.drain(..).collect(), &ctx);
+                self.endpoints.extend(sorted);
+            } else {
+                let mut all: Vec<Endpoint> = self.endpoints.drain(..).collect();
+                all.sort_by_key(|e| e.group);
+                while !all.is_empty() {
+                    let g = all[0].group;
+                    let n = all.iter().take_while(|e| e.group == g).count();
+                    let rest = all.split_off(n);
+                    self.endpoints.extend(order(all, &ctx));
+                    all = rest;
+                }
+            }
         }
         self.order_dirty = false;
     }
@@ -887,7 +932,7 @@ impl FastFallbackExchangeFinder {
         if !self.queries_sent && self.phase.is_running() {
             self.queries_sent = true;
             for &q in &self.queries {
-                self.out.push_back(Output::StartQuery(q));
+                self.out.push_back(Output::StartQuery(Query::origin(q)));
             }
         }
         if self.phase == RacePhase::Racing {
@@ -1102,8 +1147,8 @@ impl FastFallbackExchangeFinder {
     fn cancel_queries(&mut self) {
         // A race that ended while waiting never sent its queries: nothing to cancel.
         if self.queries_sent {
-            for kind in self.resolution.pending_kinds() {
-                self.out.push_back(Output::CancelQuery(kind));
+            for query in self.resolution.pending_queries() {
+                self.out.push_back(Output::CancelQuery(query));
             }
         }
         self.queries_sent = true;

@@ -1,4 +1,4 @@
-//! HEv3 §4.2.1, §6.2 and RFC 9460: HTTPS records in HTTP mode (T35–T37, T39, T40).
+//! HEv3 §4.2.1, §6.2 and RFC 9460: HTTPS records in HTTP mode (T35–T40, T38b; aliases).
 
 mod common;
 use common::*;
@@ -334,4 +334,249 @@ fn records_of_equal_priority_are_shuffled_by_the_race_seed() {
         (65..=135).contains(&first_b),
         "service B first in {first_b} of 200 runs"
     );
+}
+
+const SVC_A6: &str = "2001:db8:a::1";
+const SVC_A4: &str = "198.51.100.1";
+const SVC_B6: &str = "2001:db8:b::1";
+
+fn t38_records() -> Vec<HttpsRecord> {
+    vec![
+        HttpsRecord {
+            priority: 1,
+            target: "svcA.example.".into(),
+            alpn: vec![Alpn::H2],
+            ipv6hint: vec![SVC_A6.parse().unwrap()],
+            ipv4hint: vec![SVC_A4.parse().unwrap()],
+            ..Default::default()
+        },
+        HttpsRecord {
+            priority: 2,
+            target: "svcB.example.".into(),
+            alpn: vec![Alpn::H2],
+            ipv6hint: vec![SVC_B6.parse().unwrap()],
+            ..Default::default()
+        },
+    ]
+}
+
+#[test]
+fn service_priority_groups_go_in_order_and_origin_addresses_without_a_record_go_last() {
+    // T38 (R-19, R-25, S-07)
+    let run = Scenario::https()
+        .https_rr(10, t38_records())
+        .aaaa_for("svca.example", 20, &[SVC_A6])
+        .a_for("svca.example", 20, &[SVC_A4])
+        .aaaa_for("svcb.example", 20, &[SVC_B6])
+        .a_for("svcb.example", 20, &[])
+        .aaaa(20, &[V6A])
+        .a(20, &[V4A])
+        .drop(SVC_A6)
+        .drop(SVC_A4)
+        .ok(SVC_B6, 10)
+        .ok(V6A, 10)
+        .ok(V4A, 10)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(SVC_A6, 10), (SVC_A4, 260), (SVC_B6, 510)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.won(), one(SVC_B6, 520));
+    // the TargetNames' addresses are asked for as soon as the records arrive.
+    let follow_ups: Vec<(String, u64)> = run
+        .queries()
+        .into_iter()
+        .filter(|(q, _)| !q.is_origin())
+        .map(|(q, t)| (q.to_string(), t))
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        "AAAA svca.example",
+        "A svca.example",
+        "AAAA svcb.example",
+        "A svcb.example",
+    ]
+    .iter()
+    .map(|q| (q.to_string(), 10))
+    .collect();
+    assert_eq!(follow_ups, expected);
+    // SNI names the origin, not the TargetName.
+    assert_eq!(
+        run.attempts[2].plan.tls.as_ref().unwrap().server_name,
+        "example.com"
+    );
+}
+
+#[test]
+fn a_record_for_the_owner_name_puts_the_origin_addresses_in_its_group() {
+    // The same records plus `3 .`: the origin's addresses now belong to priority 3, still after
+    // both services, and its port applies to them.
+    let mut records = t38_records();
+    records.push(HttpsRecord {
+        priority: 3,
+        target: ".".into(),
+        alpn: vec![Alpn::H2],
+        port: Some(8443),
+        ..Default::default()
+    });
+    let run = Scenario::https()
+        .https_rr(10, records)
+        .aaaa_for("svca.example", 20, &[])
+        .a_for("svca.example", 20, &[])
+        .aaaa_for("svcb.example", 20, &[])
+        .a_for("svcb.example", 20, &[])
+        .aaaa(20, &[V6A])
+        .a(20, &[V4A])
+        .ok(V6A, 10)
+        .run();
+    // The services' hints were replaced by empty real answers at 20: only the origin's are
+    // left, and they start when the attempt delay after a::1 (still in flight) runs out.
+    assert_eq!(
+        run.starts(),
+        at(&[(SVC_A6, 10), (V6A, 260)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.attempts[1].plan.route.target.port(), 8443);
+    assert_eq!(run.won(), one(V6A, 270));
+}
+
+fn alias_to(target: &str) -> HttpsRecord {
+    HttpsRecord {
+        priority: 0,
+        target: target.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_alias_is_followed_to_its_service_records() {
+    // RFC 9460 §2.4.2 and §3 step 3: the origin aliases to cdn.example, whose ServiceMode
+    // record (TargetName ".", i.e. cdn.example) names port 8443. The origin's own address goes
+    // last.
+    let mut svc = rr(&[Alpn::H2]);
+    svc.port = Some(8443);
+    svc.ipv6hint = vec![V6B.parse().unwrap()];
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[])
+        .https_rr(10, vec![alias_to("cdn.example.")])
+        .https_rr_for("cdn.example", 20, vec![svc])
+        .aaaa_for("cdn.example", 30, &[V6B])
+        .a_for("cdn.example", 30, &[])
+        .ok(V6B, 20)
+        .ok(V6A, 20)
+        .run();
+    let follow_ups: Vec<String> = run
+        .queries()
+        .into_iter()
+        .filter(|(q, t)| !q.is_origin() && *t == 10)
+        .map(|(q, _)| q.to_string())
+        .collect();
+    assert_eq!(
+        follow_ups,
+        ["HTTPS cdn.example", "AAAA cdn.example", "A cdn.example"]
+    );
+    // The move-on rule waits for the end of the alias chain (still inside the Resolution
+    // Delay that the origin's AAAA at 5 started).
+    assert_eq!(run.starts(), at(&[(V6B, 20)]), "{}", run.timeline());
+    assert_eq!(run.attempts[0].plan.route.target.port(), 8443);
+    assert_eq!(run.won(), one(V6B, 40));
+}
+
+#[test]
+fn an_alias_target_without_service_records_is_reached_through_its_own_addresses() {
+    // RFC 9460 §2.4.2: the TargetName "resolves to SVCB, AAAA, and/or A records".
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[])
+        .https_rr(10, vec![alias_to("cdn.example")])
+        .https_rr_for("cdn.example", 20, vec![])
+        .aaaa_for("cdn.example", 20, &[V6B])
+        .a_for("cdn.example", 20, &[])
+        .drop(V6B)
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6B, 20), (V6A, 270)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.attempts[0].plan.route.target.port(), 443);
+    assert_eq!(run.won(), one(V6A, 290));
+}
+
+#[test]
+fn an_alias_loop_falls_back_to_the_origin_with_a_reason() {
+    // RFC 9460 §3.1: example.com -> a.example -> example.com is a loop; SVCB resolution has
+    // failed, so the origin's own records are used.
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[])
+        .https_rr(10, vec![alias_to("a.example")])
+        .https_rr_for("a.example", 20, vec![alias_to("example.com.")])
+        .aaaa_for("a.example", 20, &[V6B])
+        .a_for("a.example", 20, &[])
+        .drop(V6A)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 20)]), "{}", run.timeline());
+    let (error, _) = run.failed().expect("the only address drops");
+    assert!(
+        error
+            .skipped
+            .iter()
+            .any(|(what, why)| what.contains("example.com.") && why.contains("alias loop")),
+        "{:?}",
+        error.skipped
+    );
+}
+
+#[test]
+fn follow_up_queries_are_not_sent_after_a_win() {
+    // HEv3 §6: the DNS tail starts nothing. The HTTPS answer arrives after the race is won.
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[V4A])
+        .https_rr(200, t38_records())
+        .ok(V6A, 10)
+        .run();
+    assert_eq!(run.won(), one(V6A, 65));
+    assert!(
+        run.queries().iter().all(|(q, _)| q.is_origin()),
+        "{}",
+        run.timeline()
+    );
+}
+
+#[test]
+fn a_target_name_without_hints_is_awaited_within_the_resolution_delay() {
+    // Our reading where the profile is silent: the first service's TargetName has no hint, so
+    // its AAAA answer is awaited instead of starting the origin's fallback address at once.
+    let svc = HttpsRecord {
+        priority: 1,
+        target: "svc.example".into(),
+        alpn: vec![Alpn::H2],
+        ..Default::default()
+    };
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[])
+        .https_rr(10, vec![svc.clone()])
+        .aaaa_for("svc.example", 30, &[V6B])
+        .a_for("svc.example", 30, &[])
+        .ok(V6B, 20)
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6B, 30)]), "{}", run.timeline());
+    // If the TargetName never answers, the Resolution Delay (50 ms after the first positive
+    // answer at 5) still bounds the wait.
+    let run = Scenario::https()
+        .aaaa(5, &[V6A])
+        .a(5, &[])
+        .https_rr(10, vec![svc])
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 55)]), "{}", run.timeline());
 }

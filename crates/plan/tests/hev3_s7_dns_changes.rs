@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use fastfallback_proto::QueryKind;
+use fastfallback_proto::{Query, QueryKind};
 use fastfallback_sim::Scenario;
 
 #[test]
@@ -67,5 +67,8 @@ fn answer_after_success_starts_nothing_and_is_taken_for_the_cache() {
 fn unanswered_query_is_abandoned_one_second_after_success() {
     // T34, "if A had never answered"
     let run = Scenario::plain().aaaa(10, &[V6A]).ok(V6A, 20).run();
-    assert_eq!(run.queries_cancelled(), [(QueryKind::A, 1030)]);
+    assert_eq!(
+        run.queries_cancelled(),
+        [(Query::origin(QueryKind::A), 1030)]
+    );
 }

@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use fastfallback_proto::{QueryKind, RaceErrorKind};
+use fastfallback_proto::{Query, QueryKind, RaceErrorKind};
 use fastfallback_route::{Connectivity, HostModel, Nat64Prefix};
 use fastfallback_sim::Scenario;
 
@@ -70,7 +70,13 @@ fn ipv6_only_host_with_pref64_synthesizes_from_a_answer() {
         .a(20, &[V4A])
         .ok("64:ff9b::c000:201", 20)
         .run();
-    assert_eq!(run.queries(), [(QueryKind::Aaaa, 0), (QueryKind::A, 0)]);
+    assert_eq!(
+        run.queries(),
+        [
+            (Query::origin(QueryKind::Aaaa), 0),
+            (Query::origin(QueryKind::A), 0)
+        ]
+    );
     assert_eq!(run.starts(), at(&[("64:ff9b::c000:201", 20)]));
     assert_eq!(run.won(), one("64:ff9b::c000:201", 40));
     assert_eq!(run.attempts[0].plan.route.logical.to_string(), V4A);
@@ -138,7 +144,13 @@ fn broken_aaaa_on_nat64_network_falls_back_to_synthesized_ipv4() {
         .a(20, &[V4A])
         .ok("64:ff9b::c000:201", 20)
         .run();
-    assert_eq!(run.queries(), [(QueryKind::Aaaa, 0), (QueryKind::A, 0)]);
+    assert_eq!(
+        run.queries(),
+        [
+            (Query::origin(QueryKind::Aaaa), 0),
+            (Query::origin(QueryKind::A), 0)
+        ]
+    );
     assert_eq!(
         run.starts(),
         at(&[("2001:db8::dead", 10), ("64:ff9b::c000:201", 260)])

@@ -116,6 +116,12 @@ fn v4_only_preference_sends_no_aaaa_query() {
         .a(5, &[V4A])
         .ok(V4A, 20)
         .run();
-    assert_eq!(run.queries(), [(fastfallback_proto::QueryKind::A, 0)]);
+    assert_eq!(
+        run.queries(),
+        [(
+            fastfallback_proto::Query::origin(fastfallback_proto::QueryKind::A),
+            0
+        )]
+    );
     assert_eq!(run.starts(), at(&[(V4A, 5)]));
 }

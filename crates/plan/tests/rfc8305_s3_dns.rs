@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-use fastfallback_proto::{DnsError, QueryKind, RaceErrorKind};
+use fastfallback_proto::{DnsError, Query, QueryKind, RaceErrorKind};
 use fastfallback_route::HostModel;
 use fastfallback_sim::Scenario;
 
@@ -17,7 +17,13 @@ fn aaaa_first_starts_ipv6_at_once_and_never_tries_ipv4() {
         .ok(V6A, 20)
         .ok(V4A, 20)
         .run();
-    assert_eq!(run.queries(), [(QueryKind::Aaaa, 0), (QueryKind::A, 0)]);
+    assert_eq!(
+        run.queries(),
+        [
+            (Query::origin(QueryKind::Aaaa), 0),
+            (Query::origin(QueryKind::A), 0)
+        ]
+    );
     assert_eq!(run.starts(), at(&[(V6A, 20)]));
     assert_eq!(run.won(), one(V6A, 40));
     assert_eq!(run.attempts.len(), 1);
@@ -94,7 +100,10 @@ fn silent_aaaa_is_dropped_one_second_after_success() {
     let run = Scenario::plain().a(20, &[V4A]).ok(V4A, 20).run();
     assert_eq!(run.starts(), at(&[(V4A, 70)]));
     assert_eq!(run.won(), one(V4A, 90));
-    assert_eq!(run.queries_cancelled(), [(QueryKind::Aaaa, 1090)]);
+    assert_eq!(
+        run.queries_cancelled(),
+        [(Query::origin(QueryKind::Aaaa), 1090)]
+    );
 }
 
 #[test]
@@ -125,8 +134,8 @@ fn both_families_negative_fails_with_no_addresses_and_both_dns_outcomes() {
     assert_eq!(
         err.dns,
         [
-            (QueryKind::Aaaa, None),
-            (QueryKind::A, Some(DnsError::NxDomain))
+            (Query::origin(QueryKind::Aaaa), None),
+            (Query::origin(QueryKind::A), Some(DnsError::NxDomain))
         ]
     );
     assert!(run.attempts.is_empty());
@@ -142,7 +151,7 @@ fn ipv4_only_host_queries_only_a_and_starts_without_delay() {
         .a(20, &[V4A])
         .ok(V4A, 10)
         .run();
-    assert_eq!(run.queries(), [(QueryKind::A, 0)]);
+    assert_eq!(run.queries(), [(Query::origin(QueryKind::A), 0)]);
     assert_eq!(run.starts(), at(&[(V4A, 20)]));
     assert_eq!(run.won(), one(V4A, 30));
 }
@@ -155,7 +164,7 @@ fn ipv6_only_host_without_nat64_queries_only_aaaa() {
         .aaaa(20, &[V6A])
         .ok(V6A, 10)
         .run();
-    assert_eq!(run.queries(), [(QueryKind::Aaaa, 0)]);
+    assert_eq!(run.queries(), [(Query::origin(QueryKind::Aaaa), 0)]);
     assert_eq!(run.starts(), at(&[(V6A, 20)]));
     assert_eq!(run.won(), one(V6A, 30));
 }
@@ -167,9 +176,9 @@ fn http_mode_sends_https_then_aaaa_then_a_at_time_zero() {
     assert_eq!(
         run.queries(),
         [
-            (QueryKind::Https, 0),
-            (QueryKind::Aaaa, 0),
-            (QueryKind::A, 0)
+            (Query::origin(QueryKind::Https), 0),
+            (Query::origin(QueryKind::Aaaa), 0),
+            (Query::origin(QueryKind::A), 0)
         ]
     );
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use crate::Alpn;
 
@@ -28,6 +29,80 @@ impl fmt::Display for QueryKind {
             Self::Aaaa => "AAAA",
             Self::A => "A",
         })
+    }
+}
+
+/// The name a query asks about.
+#[derive(Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub enum QueryName {
+    /// The origin's own host name, as the caller gave it.
+    Origin,
+    /// Another name the HTTPS records led to: an AliasMode TargetName (RFC 9460 §2.4.2) or a
+    /// ServiceMode TargetName whose addresses the race needs (RFC 9460 §3, HEv3 §4.1). Stored
+    /// without the trailing dot, in lower case.
+    Target(Arc<str>),
+}
+
+impl QueryName {
+    /// The name to put in the query: `origin` for [`QueryName::Origin`].
+    pub fn resolve<'a>(&'a self, origin: &'a str) -> &'a str {
+        match self {
+            Self::Origin => origin,
+            Self::Target(n) => n,
+        }
+    }
+}
+
+/// One DNS query of a race: which record type, for which name.
+#[derive(Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub struct Query {
+    /// The record type.
+    pub kind: QueryKind,
+    /// The name asked about.
+    pub name: QueryName,
+}
+
+impl Query {
+    /// A query for the origin's own name.
+    pub const fn origin(kind: QueryKind) -> Self {
+        Self {
+            kind,
+            name: QueryName::Origin,
+        }
+    }
+
+    /// A query for another name (see [`QueryName::Target`]).
+    pub fn target(kind: QueryKind, name: impl Into<Arc<str>>) -> Self {
+        Self {
+            kind,
+            name: QueryName::Target(name.into()),
+        }
+    }
+
+    /// Whether it asks about the origin's own name.
+    pub fn is_origin(&self) -> bool {
+        self.name == QueryName::Origin
+    }
+}
+
+impl From<QueryKind> for Query {
+    fn from(kind: QueryKind) -> Self {
+        Self::origin(kind)
+    }
+}
+
+impl PartialEq<QueryKind> for Query {
+    fn eq(&self, kind: &QueryKind) -> bool {
+        self.is_origin() && self.kind == *kind
+    }
+}
+
+impl fmt::Display for Query {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            QueryName::Origin => write!(f, "{}", self.kind),
+            QueryName::Target(n) => write!(f, "{} {n}", self.kind),
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{AttemptId, DnsError, Family, Instant, QueryKind};
+use crate::{AttemptId, DnsError, Family, Instant, Query};
 
 /// The step of a connect plan an attempt was in when it ended.
 #[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
@@ -225,7 +225,7 @@ pub struct RaceError {
     /// Every attempt, in start order, with its cause.
     pub attempts: Vec<AttemptFailure>,
     /// Every DNS query that failed or came back empty, in the order the answers arrived.
-    pub dns: Vec<(QueryKind, Option<DnsError>)>,
+    pub dns: Vec<(Query, Option<DnsError>)>,
     /// Addresses that were skipped before any attempt, with the reason (for example a multicast
     /// address in an AAAA answer).
     pub skipped: Vec<(String, String)>,
@@ -260,10 +260,10 @@ impl fmt::Display for RaceError {
             }
             f.write_str(")")?;
         }
-        for (kind, err) in &self.dns {
+        for (query, err) in &self.dns {
             match err {
-                Some(e) => write!(f, "; {kind} query: {e}")?,
-                None => write!(f, "; {kind} query: no records")?,
+                Some(e) => write!(f, "; {query} query: {e}")?,
+                None => write!(f, "; {query} query: no records")?,
             }
         }
         for (addr, why) in &self.skipped {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Alpn, AttemptError, AttemptId, PooledId, QueryKind, RaceError};
+use crate::{Alpn, AttemptError, AttemptId, PooledId, Query, RaceError};
 
 /// Progress of one attempt, reported by the driver.
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -67,9 +67,9 @@ pub enum Winner {
 #[must_use]
 pub enum Output<P> {
     /// Send this DNS query now.
-    StartQuery(QueryKind),
+    StartQuery(Query),
     /// Stop waiting for this query: its answer can no longer matter.
-    CancelQuery(QueryKind),
+    CancelQuery(Query),
     /// Start this plan now.
     StartAttempt {
         /// The attempt's id.

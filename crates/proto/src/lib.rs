@@ -32,7 +32,7 @@ mod id;
 mod time;
 
 pub use alpn::{Alpn, AlpnOffer, Protocol};
-pub use dns::{DnsAnswer, DnsError, HttpsRecord, QueryKind};
+pub use dns::{DnsAnswer, DnsError, HttpsRecord, Query, QueryKind, QueryName};
 pub use error::{AttemptError, AttemptErrorKind, AttemptFailure, Phase, RaceError, RaceErrorKind};
 pub use event::{AttemptEvent, CancelReason, Output, Winner};
 pub use family::Family;

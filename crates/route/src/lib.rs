@@ -45,7 +45,9 @@ pub use memory::{
     RouteMemory,
 };
 pub use nat64::{Nat64Error, Nat64Prefix};
-pub use resolution::{AnswerLimits, Connectivity, Resolution, ServiceInfo, Skipped};
+pub use resolution::{
+    AnswerLimits, Candidate, Connectivity, MAX_ALIAS_CHAIN, Resolution, ServiceInfo, Skipped,
+};
 pub use sort::{HostModel, Source, SourceOf, SourceSelector};
 
 /// SplitMix64: one step of a small, well-mixed generator. The domain crates' only randomness,

@@ -11,10 +11,11 @@
 //! >    one (reference profile P1: a further answer inside the delay does not restart it).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fastfallback_proto::{
-    Alpn, AlpnOffer, DnsAnswer, DnsError, Family, HttpsRecord, Instant, QueryKind,
+    Alpn, AlpnOffer, DnsAnswer, DnsError, Family, HttpsRecord, Instant, Query, QueryKind, QueryName,
 };
 use smallvec::SmallVec;
 
@@ -133,15 +134,35 @@ pub struct Skipped {
 }
 
 /// What a compatible HTTPS record tells a TCP client (RFC 9460 §7).
-#[derive(Clone, Debug, Default, Eq, PartialEq)]
+#[derive(Clone, Debug, Eq, PartialEq)]
 pub struct ServiceInfo {
-    /// The `port` SvcParam of the best compatible record (RFC 9460 §7.2).
+    /// The name whose A and AAAA answers are the service's addresses: the record's TargetName,
+    /// or its owner for `"."` (RFC 9460 §2.5).
+    pub name: QueryName,
+    /// The `port` SvcParam (RFC 9460 §7.2).
     pub port: Option<u16>,
     /// Its ALPN set, defaults included (RFC 9460 §7.1.2).
     pub alpn: Vec<Alpn>,
 }
 
-#[derive(Clone, Debug, Eq, PartialEq)]
+/// One address the race may connect to, with the service it belongs to.
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Candidate {
+    /// The logical address (see [`Connectivity::destinations`]).
+    pub ip: IpAddr,
+    /// The port the service names, if it names one (RFC 9460 §7.2).
+    pub port: Option<u16>,
+    /// The priority group: services in the order their records are tried (RFC 9460 §2.4.1,
+    /// HEv3 §4.3), and the origin's own addresses last when no `"."` record covers them.
+    /// Lower goes first.
+    pub group: u16,
+}
+
+/// The longest AliasMode chain followed (RFC 9460 §3.1 asks for a limit; 8 is what Chromium and
+/// the DNS resolvers that follow aliases use).
+pub const MAX_ALIAS_CHAIN: usize = 8;
+
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
 enum QueryState {
     NotSent,
     Pending,
@@ -155,27 +176,62 @@ enum QueryState {
 /// One family's admitted addresses: most answers hold one or two, kept inline.
 type Addrs = SmallVec<[IpAddr; 2]>;
 
+/// The queries and answers for one name: the origin, an alias target or a service's target.
+#[derive(Clone, Debug)]
+struct NameState {
+    name: QueryName,
+    state: [QueryState; 3],
+    aaaa: Option<Addrs>,
+    a: Option<Addrs>,
+}
+
+impl NameState {
+    fn new(name: QueryName) -> Self {
+        Self {
+            name,
+            state: [QueryState::NotSent; 3],
+            aaaa: None,
+            a: None,
+        }
+    }
+}
+
+/// A compatible ServiceMode record, as the race uses it.
+#[derive(Clone, Debug)]
+struct Service {
+    info: ServiceInfo,
+    /// Index of `info.name` in `Resolution::names`.
+    name: usize,
+    /// Its admitted address hints, IPv6 first.
+    hints: Vec<IpAddr>,
+}
+
 /// Aggregates the answers of one race's queries. No I/O; every input carries `now`.
 #[derive(Clone, Debug)]
 pub struct Resolution {
-    state: [QueryState; 3],
+    /// The origin first; then every alias target and service target, as they appear.
+    names: SmallVec<[NameState; 1]>,
+    /// The origin's name, for telling an alias loop (set when HTTPS records are queried).
+    origin: Option<Box<str>>,
+    /// The name whose HTTPS answer counts: the end of the alias chain so far.
+    chain_end: usize,
+    alias_links: usize,
+    services: Vec<Service>,
+    /// Queries the answers asked for that the race has not sent yet.
+    unsent: Vec<Query>,
     conn: Connectivity,
     preferred: Family,
     /// Families whose addresses were skipped because the host has no route for them.
     unroutable: [bool; 2],
     limits: AnswerLimits,
     resolution_delay: Duration,
-    aaaa: Option<Addrs>,
-    a: Option<Addrs>,
-    hints: Vec<IpAddr>,
-    service: Option<ServiceInfo>,
     first_positive_at: Option<Instant>,
     moved_on: bool,
-    errors: Vec<(QueryKind, Option<DnsError>)>,
+    errors: Vec<(Query, Option<DnsError>)>,
     skipped: Vec<Skipped>,
     /// What the client offers in ALPN: HTTPS records with none of it are skipped.
     offer: AlpnOffer,
-    /// Seeds the shuffle of equal-priority HTTPS records.
+    /// Seeds the shuffle of equal-priority HTTPS records and the pick among aliases.
     seed: u64,
 }
 
@@ -184,6 +240,16 @@ fn idx(k: QueryKind) -> usize {
         QueryKind::Https => 0,
         QueryKind::Aaaa => 1,
         QueryKind::A => 2,
+    }
+}
+
+/// A TargetName as a query name: lower case, without the trailing dot, checked to be a host
+/// name (the network may send anything).
+fn target_name(raw: &str) -> Result<Arc<str>, String> {
+    match raw.parse::<crate::Host>() {
+        Ok(crate::Host::Name(n)) => Ok(n.into()),
+        Ok(crate::Host::Ip(_)) => Err(format!("TargetName {raw:?} is an address, not a name")),
+        Err(e) => Err(format!("TargetName {raw:?} is not a host name: {e}")),
     }
 }
 
@@ -198,25 +264,24 @@ impl Resolution {
         resolution_delay: Duration,
         limits: AnswerLimits,
     ) -> Self {
-        let mut state = [
-            QueryState::NotSent,
-            QueryState::NotSent,
-            QueryState::NotSent,
-        ];
+        let mut origin = NameState::new(QueryName::Origin);
         for &q in queries {
-            state[idx(q)] = QueryState::Pending;
+            origin.state[idx(q)] = QueryState::Pending;
         }
+        let mut names = SmallVec::new();
+        names.push(origin);
         Self {
-            state,
+            names,
+            origin: None,
+            chain_end: 0,
+            alias_links: 0,
+            services: Vec::new(),
+            unsent: Vec::new(),
             conn,
             preferred,
             unroutable: [false; 2],
             limits,
             resolution_delay,
-            aaaa: None,
-            a: None,
-            hints: Vec::new(),
-            service: None,
             first_positive_at: None,
             moved_on: false,
             errors: Vec::new(),
@@ -226,11 +291,19 @@ impl Resolution {
         }
     }
 
-    /// Seeds the shuffle of HTTPS records of equal priority (RFC 9460 §2.4.1); the same seed
-    /// gives the same order.
+    /// Seeds the shuffle of HTTPS records of equal priority (RFC 9460 §2.4.1) and the pick
+    /// among several AliasMode records (§2.4.2); the same seed gives the same order.
     #[must_use]
     pub fn seeded(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Names the origin, so that an alias chain leading back to it is seen as a loop
+    /// (RFC 9460 §3.1), and a TargetName equal to it shares its answers.
+    #[must_use]
+    pub fn named(mut self, origin: &str) -> Self {
+        self.origin = Some(origin.into());
         self
     }
 
@@ -266,8 +339,8 @@ impl Resolution {
                 r.admit(std::iter::once(ip), list);
             }
         }
-        r.aaaa = Some(v6);
-        r.a = Some(v4);
+        r.names[0].aaaa = Some(v6);
+        r.names[0].a = Some(v4);
         r.moved_on = true;
         r
     }
@@ -287,10 +360,18 @@ impl Resolution {
 
     /// Takes in one answer. Answers to queries that were never sent, or repeated answers, are
     /// accepted: a repeated answer replaces the previous one (HEv3 §7, answers changing).
-    pub fn handle_answer(&mut self, kind: QueryKind, answer: &DnsAnswer, now: Instant) {
+    /// An answer about a name the race never asked for is ignored.
+    pub fn handle_answer(&mut self, query: &Query, answer: &DnsAnswer, now: Instant) {
+        let Some(n) = self.names.iter().position(|s| s.name == query.name) else {
+            return;
+        };
+        let kind = query.kind;
         let positive = match answer {
             DnsAnswer::Error(e) => {
-                self.errors.push((kind, Some(e.clone())));
+                self.errors.push((query.clone(), Some(e.clone())));
+                if kind == QueryKind::Https {
+                    self.take_https(n, &[]);
+                }
                 false
             }
             DnsAnswer::Addresses(list) if kind == QueryKind::Https => {
@@ -305,19 +386,19 @@ impl Resolution {
                 self.admit(list.iter().copied(), &mut admitted);
                 let list = admitted;
                 if list.is_empty() {
-                    self.errors.push((kind, None));
+                    self.errors.push((query.clone(), None));
                 }
                 let positive = !list.is_empty();
                 if kind == QueryKind::Aaaa {
-                    self.aaaa = Some(list);
+                    self.names[n].aaaa = Some(list);
                 } else {
-                    self.a = Some(list);
+                    self.names[n].a = Some(list);
                 }
                 positive
             }
-            DnsAnswer::Https(records) => self.take_https(records),
+            DnsAnswer::Https(records) => self.take_https(n, records),
         };
-        self.state[idx(kind)] = QueryState::Answered { positive };
+        self.names[n].state[idx(kind)] = QueryState::Answered { positive };
         if positive && self.first_positive_at.is_none() {
             self.first_positive_at = Some(now);
         }
@@ -372,15 +453,88 @@ impl Resolution {
         }
     }
 
-    fn take_https(&mut self, records: &[HttpsRecord]) -> bool {
-        self.hints.clear();
-        self.service = None;
-        if records.iter().any(HttpsRecord::is_alias) {
-            // RFC 9460 §2.4.1: with any AliasMode record, ServiceMode records are ignored.
-            self.skip(
-                "HTTPS AliasMode record",
-                "alias chains are not followed yet",
-            );
+    /// The index of `name` in the name table, adding it (and queueing its queries: HTTPS if
+    /// `https`, and the address queries the host's connectivity calls for) if it is new.
+    fn name_index(&mut self, name: Arc<str>, https: bool) -> usize {
+        if self.origin.as_deref() == Some(&*name) {
+            return 0;
+        }
+        let name = QueryName::Target(name);
+        if let Some(i) = self.names.iter().position(|s| s.name == name) {
+            return i;
+        }
+        let mut state = NameState::new(name.clone());
+        let kinds = self.conn.queries(https);
+        for kind in kinds {
+            state.state[idx(kind)] = QueryState::Pending;
+            self.unsent.push(Query {
+                kind,
+                name: name.clone(),
+            });
+        }
+        self.names.push(state);
+        self.names.len() - 1
+    }
+
+    /// Whether `name` is the origin or a name already on the alias chain (whose HTTPS
+    /// records were asked for): following it again would loop.
+    fn on_chain(&self, name: &Arc<str>) -> bool {
+        self.origin.as_deref() == Some(&**name)
+            || self.names.iter().any(|s| {
+                s.state[0] != QueryState::NotSent
+                    && matches!(&s.name, QueryName::Target(t) if t == name)
+            })
+    }
+
+    /// Takes the HTTPS RRset of name `n` (empty for NODATA or a failure). Returns whether it
+    /// brought a usable address hint.
+    fn take_https(&mut self, n: usize, records: &[HttpsRecord]) -> bool {
+        if n != self.chain_end {
+            // An answer for an earlier link of an alias chain: the chain has moved on.
+            return false;
+        }
+        self.services.clear();
+        let aliases: SmallVec<[&HttpsRecord; 1]> =
+            records.iter().filter(|r| r.is_alias()).collect();
+        if !aliases.is_empty() {
+            // RFC 9460 §2.4.2: ServiceMode records beside an alias are ignored, and one of
+            // several aliases is picked at random.
+            self.seed = crate::splitmix64(self.seed);
+            let alias = aliases[(self.seed % aliases.len() as u64) as usize];
+            let what = format!("HTTPS AliasMode record {:?}", alias.target);
+            let target = if alias.targets_owner() {
+                // RFC 9460 §2.5.1: an alias to "." says the service does not exist.
+                Err("AliasMode to \".\": the service is unavailable".to_owned())
+            } else {
+                target_name(&alias.target)
+            };
+            match target {
+                Err(why) => self.skip(what, why),
+                Ok(_) if self.alias_links == MAX_ALIAS_CHAIN => self.skip(
+                    what,
+                    format!("alias chain longer than {MAX_ALIAS_CHAIN} links"),
+                ),
+                Ok(name) if self.on_chain(&name) => {
+                    self.skip(what, "alias loop (RFC 9460 §3.1)");
+                }
+                Ok(name) => {
+                    // RFC 9460 §3 step 3: ask the same questions about the TargetName.
+                    self.alias_links += 1;
+                    let i = self.name_index(name, true);
+                    if self.names[i].state[0] != QueryState::Pending {
+                        // Known already as a service target: ask for its HTTPS records too.
+                        self.names[i].state[0] = QueryState::Pending;
+                        let name = self.names[i].name.clone();
+                        self.unsent.push(Query {
+                            kind: QueryKind::Https,
+                            name,
+                        });
+                    }
+                    self.chain_end = i;
+                }
+            }
+            // A broken chain is an SVCB resolution failure (RFC 9460 §3): no service, so the
+            // origin's own addresses are used.
             return false;
         }
         let mut compatible: Vec<(&HttpsRecord, Vec<Alpn>)> = Vec::with_capacity(records.len());
@@ -427,19 +581,72 @@ impl Resolution {
             }
             start = end;
         }
-        let mut hints = Vec::new();
-        for (r, _) in &compatible {
-            hints.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
-            hints.extend(r.ipv4hint.iter().map(|&v| IpAddr::V4(v)));
+        let mut any_hint = false;
+        for (r, alpn) in compatible {
+            let name = if r.targets_owner() {
+                n
+            } else {
+                match target_name(&r.target) {
+                    // RFC 9460 §3: the addresses of a ServiceMode TargetName are asked for.
+                    Ok(t) => self.name_index(t, false),
+                    Err(why) => {
+                        self.skip(format!("HTTPS record {}", r.priority), why);
+                        continue;
+                    }
+                }
+            };
+            let mut raw = Vec::with_capacity(r.ipv6hint.len() + r.ipv4hint.len());
+            raw.extend(r.ipv6hint.iter().map(|&v| IpAddr::V6(v)));
+            raw.extend(r.ipv4hint.iter().map(|&v| IpAddr::V4(v)));
+            let mut hints = SmallVec::<[IpAddr; 0]>::with_capacity(raw.len());
+            self.admit(raw, &mut hints);
+            any_hint |= !hints.is_empty();
+            self.services.push(Service {
+                info: ServiceInfo {
+                    name: self.names[name].name.clone(),
+                    port: r.port,
+                    alpn,
+                },
+                name,
+                hints: hints.into_vec(),
+            });
         }
-        let mut admitted = SmallVec::<[IpAddr; 0]>::with_capacity(hints.len());
-        self.admit(hints, &mut admitted);
-        self.hints = admitted.into_vec();
-        self.service = compatible
-            .into_iter()
-            .next()
-            .map(|(r, alpn)| ServiceInfo { port: r.port, alpn });
-        !self.hints.is_empty()
+        self.end_of_chain_service(n);
+        any_hint
+    }
+
+    /// RFC 9460 §2.4.2: an alias chain that ends on a name with no usable ServiceMode record
+    /// leads to that name's own A and AAAA records, as one service ahead of the origin's.
+    fn end_of_chain_service(&mut self, n: usize) {
+        let end = self.chain_end;
+        let settled = end == n;
+        if settled && end != 0 && self.services.is_empty() {
+            self.services.push(Service {
+                info: ServiceInfo {
+                    name: self.names[end].name.clone(),
+                    port: None,
+                    alpn: self.offer.ids().to_vec(),
+                },
+                name: end,
+                hints: Vec::new(),
+            });
+        }
+    }
+
+    /// The queries answers have called for since the last call (alias targets, service
+    /// targets), to be sent now; they already count as pending.
+    pub fn take_queries(&mut self) -> std::vec::Drain<'_, Query> {
+        self.unsent.drain(..)
+    }
+
+    /// Drops the queries answers have called for but that were not sent (after a win, the
+    /// DNS tail starts nothing): they no longer count as pending.
+    pub fn abandon_unsent(&mut self) {
+        for q in std::mem::take(&mut self.unsent) {
+            if let Some(s) = self.names.iter_mut().find(|s| s.name == q.name) {
+                s.state[idx(q.kind)] = QueryState::Abandoned;
+            }
+        }
     }
 
     /// Re-evaluates the move-on rule at `now`. Once it holds it keeps holding.
@@ -456,10 +663,31 @@ impl Resolution {
         } else {
             QueryKind::A
         };
-        let pref_answered = !matches!(self.state[idx(pref_kind)], QueryState::Pending)
-            || self.hints.iter().any(|ip| Family::of(*ip) == pref);
-        let https_done = !matches!(self.state[0], QueryState::Pending);
-        let set1 = pref_answered && https_done;
+        // Condition set 1 of HEv3 §4.2: the origin's preferred-family query has answered, or
+        // a positive answer or hint for that family came for a service (reference profile).
+        let pref_answered = !matches!(self.names[0].state[idx(pref_kind)], QueryState::Pending)
+            || self
+                .services
+                .iter()
+                .any(|s| s.hints.iter().any(|ip| Family::of(*ip) == pref))
+            || self.names[1..].iter().any(|s| {
+                matches!(
+                    s.state[idx(pref_kind)],
+                    QueryState::Answered { positive: true }
+                )
+            });
+        // Service resolution is done when no HTTPS query of the alias chain is pending.
+        let https_done = self.names.iter().all(|s| s.state[0] != QueryState::Pending);
+        // Our reading where the profile is silent: when the first service's addresses come
+        // from a TargetName of its own and it has no hint, its preferred-family answer is
+        // awaited too (still bounded by the Resolution Delay), so the origin's fallback
+        // addresses do not go first just because they were asked for earlier.
+        let top_ready = self.services.first().is_none_or(|s| {
+            s.name == 0
+                || !s.hints.is_empty()
+                || self.names[s.name].state[idx(pref_kind)] != QueryState::Pending
+        });
+        let set1 = pref_answered && https_done && top_ready;
         let set2 = now >= first + self.resolution_delay;
         self.moved_on = set1 || set2;
         self.moved_on
@@ -478,44 +706,73 @@ impl Resolution {
         self.moved_on
     }
 
-    /// The current address set, in DNS order: per family, the real answer if one arrived,
-    /// else the HTTPS hints (HEv3 §7: real records replace hints). IPv6 first, then IPv4.
+    /// The current address set, in DNS order and without repeats: see
+    /// [`Self::for_each_candidate`].
     pub fn addresses(&self) -> Vec<IpAddr> {
         let mut out = Vec::new();
-        self.for_each_address(|ip| {
-            if !out.contains(&ip) {
-                out.push(ip);
+        self.for_each_candidate(|c| {
+            if !out.contains(&c.ip) {
+                out.push(c.ip);
             }
         });
         out
     }
 
-    /// Calls `f` with every address of [`Self::addresses`], in the same order, without
-    /// collecting them; an address may come twice (the caller de-duplicates).
-    pub fn for_each_address(&self, mut f: impl FnMut(IpAddr)) {
+    /// Calls `f` with every candidate, group by group: each compatible service's addresses
+    /// in record order, then the origin's own addresses if no `"."` record took them. Per name
+    /// and family, the real answer if one arrived, else the service's hints (HEv3 §7: real
+    /// records replace hints); IPv6 first, then IPv4. A candidate may come twice (the caller
+    /// de-duplicates, keeping the first).
+    pub fn for_each_candidate(&self, mut f: impl FnMut(Candidate)) {
         // HEv3 §7: a real answer replaces its family's hints, an empty one too, unless that
         // would leave no address at all: then the hints stay (a race never fails with "no
         // addresses" while a usable hint remains).
-        let hints_at_stake = !self.hints.is_empty()
-            && (matches!(self.aaaa.as_deref(), Some([])) || matches!(self.a.as_deref(), Some([])));
-        let mut any = !hints_at_stake;
-        if hints_at_stake {
-            self.visit_addresses(false, |_| any = true);
+        let any_hint = self.services.iter().any(|s| !s.hints.is_empty());
+        let mut keep_hints = false;
+        if any_hint {
+            let mut none = true;
+            self.visit(false, |_| none = false);
+            keep_hints = none;
         }
-        self.visit_addresses(!any, &mut f);
+        self.visit(keep_hints, &mut f);
     }
 
-    fn visit_addresses(&self, keep_hints: bool, mut f: impl FnMut(IpAddr)) {
+    fn visit(&self, keep_hints: bool, mut f: impl FnMut(Candidate)) {
+        let mut group = 0u16;
+        for s in &self.services {
+            self.visit_name(&self.names[s.name], &s.hints, keep_hints, |ip| {
+                f(Candidate {
+                    ip,
+                    port: s.info.port,
+                    group,
+                })
+            });
+            group = group.saturating_add(1);
+        }
+        if !self.services.iter().any(|s| s.name == 0) {
+            self.visit_name(&self.names[0], &[], keep_hints, |ip| {
+                f(Candidate {
+                    ip,
+                    port: None,
+                    group,
+                })
+            });
+        }
+    }
+
+    fn visit_name(
+        &self,
+        ns: &NameState,
+        hints: &[IpAddr],
+        keep_hints: bool,
+        mut f: impl FnMut(IpAddr),
+    ) {
         for fam in Family::ALL {
-            let real = if fam == Family::V6 {
-                &self.aaaa
-            } else {
-                &self.a
-            };
+            let real = if fam == Family::V6 { &ns.aaaa } else { &ns.a };
             let source: &[IpAddr] = match real.as_deref() {
-                Some([]) if keep_hints => &self.hints,
+                Some([]) if keep_hints => hints,
                 Some(list) => list,
-                None => &self.hints,
+                None => hints,
             };
             source
                 .iter()
@@ -524,7 +781,7 @@ impl Resolution {
                 .for_each(&mut f);
             // De-synthesized DNS64 answers (HEv3 §8.2) land in the AAAA list as IPv4.
             if fam == Family::V4
-                && let Some(list) = &self.aaaa
+                && let Some(list) = &ns.aaaa
             {
                 list.iter()
                     .copied()
@@ -537,7 +794,7 @@ impl Resolution {
     /// Whether `ip` is among [`Self::addresses`].
     pub fn has_address(&self, ip: IpAddr) -> bool {
         let mut found = false;
-        self.for_each_address(|a| found |= a == ip);
+        self.for_each_candidate(|c| found |= c.ip == ip);
         found
     }
 
@@ -548,22 +805,36 @@ impl Resolution {
 
     /// Whether any query is still unanswered.
     pub fn pending(&self) -> bool {
-        self.state.contains(&QueryState::Pending)
+        self.names
+            .iter()
+            .any(|s| s.state.contains(&QueryState::Pending))
     }
 
     /// The queries still unanswered.
-    pub fn pending_kinds(&self) -> Vec<QueryKind> {
-        QueryKind::ALL
-            .into_iter()
-            .filter(|k| self.state[idx(*k)] == QueryState::Pending)
-            .collect()
+    pub fn pending_queries(&self) -> Vec<Query> {
+        let mut out = Vec::new();
+        for s in &self.names {
+            for kind in QueryKind::ALL {
+                if s.state[idx(kind)] == QueryState::Pending {
+                    out.push(Query {
+                        kind,
+                        name: s.name.clone(),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Stops waiting for every pending query: their answers no longer count as pending.
+    /// Queries asked for but not yet sent are dropped.
     pub fn abandon_pending(&mut self) {
-        for s in &mut self.state {
-            if *s == QueryState::Pending {
-                *s = QueryState::Abandoned;
+        self.unsent.clear();
+        for s in &mut self.names {
+            for q in &mut s.state {
+                if *q == QueryState::Pending {
+                    *q = QueryState::Abandoned;
+                }
             }
         }
     }
@@ -573,13 +844,13 @@ impl Resolution {
         self.skip(what, why);
     }
 
-    /// The HTTPS service information, if a compatible record arrived.
-    pub fn service(&self) -> Option<&ServiceInfo> {
-        self.service.as_ref()
+    /// The compatible services, in the order they are tried (RFC 9460 §2.4.1).
+    pub fn services(&self) -> impl ExactSizeIterator<Item = &ServiceInfo> {
+        self.services.iter().map(|s| &s.info)
     }
 
     /// DNS failures and empty answers, in arrival order.
-    pub fn errors(&self) -> &[(QueryKind, Option<DnsError>)] {
+    pub fn errors(&self) -> &[(Query, Option<DnsError>)] {
         &self.errors
     }
 
@@ -651,14 +922,18 @@ mod tests {
     #[test]
     fn positive_aaaa_moves_on_at_once() {
         let mut r = plain();
-        r.handle_answer(QueryKind::Aaaa, &addrs(&["2001:db8::a"]), at(20));
+        r.handle_answer(
+            &Query::origin(QueryKind::Aaaa),
+            &addrs(&["2001:db8::a"]),
+            at(20),
+        );
         assert!(r.poll(at(20)));
     }
 
     #[test]
     fn positive_a_first_waits_for_the_resolution_delay() {
         let mut r = plain();
-        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(&Query::origin(QueryKind::A), &addrs(&["192.0.2.1"]), at(20));
         assert!(!r.poll(at(20)));
         assert_eq!(r.deadline(), Some(at(70)));
         assert!(!r.poll(at(69)));
@@ -674,7 +949,7 @@ mod tests {
             Duration::from_millis(50),
             AnswerLimits::default(),
         );
-        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(&Query::origin(QueryKind::A), &addrs(&["192.0.2.1"]), at(20));
         assert!(r.poll(at(20)));
     }
 
@@ -717,8 +992,8 @@ mod tests {
     #[test]
     fn negative_aaaa_inside_the_delay_ends_it() {
         let mut r = plain();
-        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(20));
-        r.handle_answer(QueryKind::Aaaa, &addrs(&[]), at(35));
+        r.handle_answer(&Query::origin(QueryKind::A), &addrs(&["192.0.2.1"]), at(20));
+        r.handle_answer(&Query::origin(QueryKind::Aaaa), &addrs(&[]), at(35));
         assert!(r.poll(at(35)));
     }
 
@@ -726,7 +1001,7 @@ mod tests {
     fn invalid_addresses_are_skipped_with_reasons() {
         let mut r = plain();
         r.handle_answer(
-            QueryKind::Aaaa,
+            &Query::origin(QueryKind::Aaaa),
             &addrs(&[
                 "::",
                 "ff02::1",
@@ -737,7 +1012,7 @@ mod tests {
             at(1),
         );
         r.handle_answer(
-            QueryKind::A,
+            &Query::origin(QueryKind::A),
             &addrs(&["255.255.255.255", "0.1.2.3", "224.0.0.1"]),
             at(1),
         );
@@ -766,7 +1041,11 @@ mod tests {
             AnswerLimits { max_addresses: 4 },
         );
         let many: Vec<IpAddr> = (1..=10u8).map(|i| IpAddr::from([192, 0, 2, i])).collect();
-        r.handle_answer(QueryKind::A, &DnsAnswer::Addresses(many), at(1));
+        r.handle_answer(
+            &Query::origin(QueryKind::A),
+            &DnsAnswer::Addresses(many),
+            at(1),
+        );
         assert_eq!(r.addresses().len(), 4);
         assert_eq!(r.skipped().len(), 6);
         assert_eq!(r.skipped()[0].why, "answer capped at 4");
@@ -787,11 +1066,11 @@ mod tests {
             AnswerLimits::default(),
         );
         r.handle_answer(
-            QueryKind::Aaaa,
+            &Query::origin(QueryKind::Aaaa),
             &addrs(&["2001:db8::a", "64:ff9b::c000:201"]),
             at(10),
         );
-        r.handle_answer(QueryKind::A, &addrs(&["192.0.2.1"]), at(12));
+        r.handle_answer(&Query::origin(QueryKind::A), &addrs(&["192.0.2.1"]), at(12));
         assert_eq!(r.addresses(), [ip("2001:db8::a"), ip("192.0.2.1")]);
         assert_eq!(conn.connect_ip(ip("192.0.2.1")), ip("64:ff9b::c000:201"));
     }
@@ -810,17 +1089,18 @@ mod tests {
     }
 
     #[test]
-    fn alias_mode_makes_service_records_ignored() {
+    fn alias_mode_is_followed_and_service_records_beside_it_are_ignored() {
         let mut r = Resolution::new(
             &[QueryKind::Https, QueryKind::Aaaa],
             Connectivity::DUAL_STACK,
             Family::V6,
             Duration::from_millis(50),
             AnswerLimits::default(),
-        );
+        )
+        .named("example.com");
         let alias = HttpsRecord {
             priority: 0,
-            target: "svc.example".into(),
+            target: "Svc.Example.".into(),
             ..Default::default()
         };
         let svc = HttpsRecord {
@@ -828,8 +1108,89 @@ mod tests {
             ipv6hint: vec!["2001:db8::9".parse().unwrap()],
             ..Default::default()
         };
-        r.handle_answer(QueryKind::Https, &DnsAnswer::Https(vec![alias, svc]), at(5));
+        let https = Query::origin(QueryKind::Https);
+        r.handle_answer(&https, &DnsAnswer::Https(vec![alias, svc]), at(5));
         assert!(r.addresses().is_empty());
-        assert!(r.service().is_none());
+        let asked: Vec<String> = r.take_queries().map(|q| q.to_string()).collect();
+        assert_eq!(
+            asked,
+            ["HTTPS svc.example", "AAAA svc.example", "A svc.example"]
+        );
+        assert!(!r.poll(at(5)), "the alias target's HTTPS answer is awaited");
+        // The target has no HTTPS records: its own addresses come first, the origin's last.
+        let target = |kind| Query::target(kind, "svc.example");
+        r.handle_answer(&target(QueryKind::Https), &DnsAnswer::Https(vec![]), at(8));
+        r.handle_answer(&target(QueryKind::Aaaa), &addrs(&["2001:db8::5"]), at(9));
+        r.handle_answer(&https, &DnsAnswer::Https(vec![]), at(9));
+        r.handle_answer(
+            &Query::origin(QueryKind::Aaaa),
+            &addrs(&["2001:db8::1"]),
+            at(10),
+        );
+        let mut groups = Vec::new();
+        r.for_each_candidate(|c| groups.push((c.ip.to_string(), c.group)));
+        assert_eq!(
+            groups,
+            [("2001:db8::5".to_owned(), 0), ("2001:db8::1".to_owned(), 1)]
+        );
+        assert!(r.poll(at(10)));
+    }
+
+    #[test]
+    fn alias_loops_and_overlong_chains_are_cut_with_a_reason() {
+        let https = |name: &str| {
+            if name == "example.com" {
+                Query::origin(QueryKind::Https)
+            } else {
+                Query::target(QueryKind::Https, name)
+            }
+        };
+        let alias = |to: &str| {
+            DnsAnswer::Https(vec![HttpsRecord {
+                priority: 0,
+                target: to.into(),
+                ..Default::default()
+            }])
+        };
+        let fresh = || {
+            Resolution::new(
+                &[QueryKind::Https, QueryKind::Aaaa],
+                Connectivity::DUAL_STACK,
+                Family::V6,
+                Duration::from_millis(50),
+                AnswerLimits::default(),
+            )
+            .named("example.com")
+        };
+        // example.com -> a.example -> example.com
+        let mut r = fresh();
+        r.handle_answer(&https("example.com"), &alias("a.example"), at(1));
+        r.handle_answer(&https("a.example"), &alias("example.com."), at(2));
+        assert_eq!(
+            r.skipped().last().unwrap().why,
+            "alias loop (RFC 9460 §3.1)"
+        );
+        // A chain of aliases, each to a new name, stops after MAX_ALIAS_CHAIN links.
+        let mut r = fresh();
+        let mut name = "example.com".to_owned();
+        for i in 0..=MAX_ALIAS_CHAIN {
+            let next = format!("n{i}.example");
+            r.handle_answer(&https(&name), &alias(&next), at(1));
+            name = next;
+        }
+        assert_eq!(
+            r.skipped().last().unwrap().why,
+            format!("alias chain longer than {MAX_ALIAS_CHAIN} links")
+        );
+        let https_asked = r
+            .take_queries()
+            .filter(|q| q.kind == QueryKind::Https)
+            .count();
+        assert_eq!(https_asked, MAX_ALIAS_CHAIN);
+        // An alias to "." means the service does not exist: the origin's records are used.
+        let mut r = fresh();
+        r.handle_answer(&https("example.com"), &alias("."), at(1));
+        assert!(r.take_queries().next().is_none());
+        assert!(r.skipped()[0].why.contains("unavailable"));
     }
 }

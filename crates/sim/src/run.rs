@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use fastfallback_plan::{AttemptRecord, ConnectPlan, FastFallbackExchangeFinder, RaceInput};
 use fastfallback_proto::{
     Alpn, AttemptError, AttemptErrorKind, AttemptEvent, AttemptId, CancelReason, DnsAnswer,
-    Instant, Output, Phase, PooledId, QueryKind, RaceError, Winner,
+    Instant, Output, Phase, PooledId, Query, RaceError, Winner,
 };
 use fastfallback_route::{Lesson, MemoryView, Route, SourceSelector};
 
@@ -21,14 +21,14 @@ pub enum Event {
         /// When.
         t: u64,
         /// Which.
-        kind: QueryKind,
+        query: Query,
     },
     /// An answer was delivered to the race.
     DnsAnswer {
         /// When.
         t: u64,
         /// To which query.
-        kind: QueryKind,
+        query: Query,
         /// A short summary.
         summary: String,
     },
@@ -37,7 +37,7 @@ pub enum Event {
         /// When.
         t: u64,
         /// Which.
-        kind: QueryKind,
+        query: Query,
     },
     /// An attempt started.
     AttemptStart {
@@ -94,9 +94,11 @@ pub enum Event {
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::DnsQuery { t, kind } => write!(f, "{t:>6} ms  query {kind}"),
-            Self::DnsAnswer { t, kind, summary } => write!(f, "{t:>6} ms  {kind} answer {summary}"),
-            Self::DnsCancelled { t, kind } => write!(f, "{t:>6} ms  {kind} query abandoned"),
+            Self::DnsQuery { t, query } => write!(f, "{t:>6} ms  query {query}"),
+            Self::DnsAnswer { t, query, summary } => {
+                write!(f, "{t:>6} ms  {query} answer {summary}")
+            }
+            Self::DnsCancelled { t, query } => write!(f, "{t:>6} ms  {query} query abandoned"),
             Self::AttemptStart { t, id, plan, .. } => write!(f, "{t:>6} ms  start {id} {plan}"),
             Self::TcpConnected { t, id } => write!(f, "{t:>6} ms  {id} tcp connected"),
             Self::AttemptFailed { t, id, error } => write!(f, "{t:>6} ms  {id} failed: {error}"),
@@ -142,7 +144,7 @@ pub struct Run {
 
 #[derive(Debug)]
 enum Input {
-    Dns(QueryKind, DnsAnswer),
+    Dns(Query, DnsAnswer),
     Attempt(AttemptId, AttemptEvent<ConnectPlan>),
     Pooled,
     Abandon,
@@ -164,7 +166,7 @@ pub struct Player<'a> {
     race: FastFallbackExchangeFinder,
     queue: BTreeMap<(u64, u64), Input>,
     seq: u64,
-    pending_answers: Vec<(u64, QueryKind, DnsAnswer)>,
+    pending_answers: Vec<(u64, Query, DnsAnswer)>,
     per_addr: HashMap<IpAddr, usize>,
     open: HashMap<AttemptId, bool>,
     events: Vec<Event>,
@@ -202,7 +204,7 @@ impl<'a> Player<'a> {
             pending_answers: scenario
                 .answers
                 .iter()
-                .map(|(t, k, a)| (t + scenario.start_at, *k, a.clone()))
+                .map(|(t, k, a)| (t + scenario.start_at, k.clone(), a.clone()))
                 .collect(),
             per_addr: HashMap::new(),
             open: HashMap::new(),
@@ -281,15 +283,15 @@ impl<'a> Player<'a> {
                 break;
             }
             match entry.remove() {
-                Input::Dns(kind, answer) => {
+                Input::Dns(query, answer) => {
                     self.events.push(Event::DnsAnswer {
                         t: self.now,
-                        kind,
+                        query: query.clone(),
                         summary: summarize(&answer),
                     });
                     let dsts = self.scenario.connectivity.destinations(&answer);
                     let sources = self.scenario.host.sources_for(dsts);
-                    self.race.handle_dns(kind, &answer, &sources, t);
+                    self.race.handle_dns(query, &answer, &sources, t);
                 }
                 Input::Attempt(id, ev) => self.deliver(id, ev, t),
                 Input::Pooled => {
@@ -336,12 +338,15 @@ impl<'a> Player<'a> {
         let now = self.now;
         while let Some(out) = self.race.poll_output(Instant::from_millis(now)) {
             match out {
-                Output::StartQuery(kind) => {
-                    self.events.push(Event::DnsQuery { t: now, kind });
+                Output::StartQuery(query) => {
+                    self.events.push(Event::DnsQuery {
+                        t: now,
+                        query: query.clone(),
+                    });
                     let mut due = Vec::new();
-                    self.pending_answers.retain(|(t, k, a)| {
-                        if *k == kind {
-                            due.push((*t, Input::Dns(*k, a.clone())));
+                    self.pending_answers.retain(|(t, q, a)| {
+                        if *q == query {
+                            due.push((*t, Input::Dns(q.clone(), a.clone())));
                             false
                         } else {
                             true
@@ -351,10 +356,10 @@ impl<'a> Player<'a> {
                         self.push(t, input);
                     }
                 }
-                Output::CancelQuery(kind) => {
-                    self.events.push(Event::DnsCancelled { t: now, kind });
+                Output::CancelQuery(query) => {
                     self.queue
-                        .retain(|_, i| !matches!(i, Input::Dns(k, _) if *k == kind));
+                        .retain(|_, i| !matches!(i, Input::Dns(q, _) if *q == query));
+                    self.events.push(Event::DnsCancelled { t: now, query });
                 }
                 Output::StartAttempt { id, plan } => {
                     self.events.push(Event::AttemptStart {
@@ -638,22 +643,22 @@ impl Run {
     }
 
     /// Queries sent, in order, with times.
-    pub fn queries(&self) -> Vec<(QueryKind, u64)> {
+    pub fn queries(&self) -> Vec<(Query, u64)> {
         self.events
             .iter()
             .filter_map(|e| match e {
-                Event::DnsQuery { t, kind } => Some((*kind, *t)),
+                Event::DnsQuery { t, query } => Some((query.clone(), *t)),
                 _ => None,
             })
             .collect()
     }
 
     /// Queries abandoned, with times.
-    pub fn queries_cancelled(&self) -> Vec<(QueryKind, u64)> {
+    pub fn queries_cancelled(&self) -> Vec<(Query, u64)> {
         self.events
             .iter()
             .filter_map(|e| match e {
-                Event::DnsCancelled { t, kind } => Some((*kind, *t)),
+                Event::DnsCancelled { t, query } => Some((query.clone(), *t)),
                 _ => None,
             })
             .collect()

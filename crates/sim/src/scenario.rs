@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fastfallback_plan::FallbackPolicy;
-use fastfallback_proto::{AttemptErrorKind, DnsAnswer, DnsError, HttpsRecord, QueryKind};
+use fastfallback_proto::{AttemptErrorKind, DnsAnswer, DnsError, HttpsRecord, Query, QueryKind};
 use fastfallback_route::{Address, Connectivity, HostModel, NetworkId, RouteDatabase};
 
 /// How one address behaves for one attempt. Times are from the attempt's start.
@@ -56,7 +56,7 @@ pub struct Scenario {
     pub(crate) policy: FallbackPolicy,
     pub(crate) host: HostModel,
     pub(crate) connectivity: Connectivity,
-    pub(crate) answers: Vec<(u64, QueryKind, DnsAnswer)>,
+    pub(crate) answers: Vec<(u64, Query, DnsAnswer)>,
     pub(crate) behaviours: HashMap<IpAddr, Vec<Behaviour>>,
     pub(crate) db: Option<Arc<RouteDatabase>>,
     pub(crate) network: NetworkId,
@@ -197,10 +197,29 @@ impl Scenario {
         self.answer(t, kind, DnsAnswer::Error(e))
     }
 
-    /// Any answer at `t` ms.
-    pub fn answer(mut self, t: u64, kind: QueryKind, answer: DnsAnswer) -> Self {
-        self.answers.push((t, kind, answer));
+    /// Any answer at `t` ms, to a query for the origin's name (a [`QueryKind`]) or for another
+    /// name (a [`Query`]). It is delivered at `t`, or when the query goes out if that is later.
+    pub fn answer(mut self, t: u64, query: impl Into<Query>, answer: DnsAnswer) -> Self {
+        self.answers.push((t, query.into(), answer));
         self
+    }
+
+    /// The AAAA answer for `name` (an alias or service target) at `t` ms.
+    pub fn aaaa_for(self, name: &str, t: u64, addrs: &[&str]) -> Self {
+        let q = Query::target(QueryKind::Aaaa, name);
+        self.answer(t, q, DnsAnswer::Addresses(ips(addrs)))
+    }
+
+    /// The A answer for `name` at `t` ms.
+    pub fn a_for(self, name: &str, t: u64, addrs: &[&str]) -> Self {
+        let q = Query::target(QueryKind::A, name);
+        self.answer(t, q, DnsAnswer::Addresses(ips(addrs)))
+    }
+
+    /// The HTTPS records of `name` (an alias target) at `t` ms.
+    pub fn https_rr_for(self, name: &str, t: u64, records: Vec<HttpsRecord>) -> Self {
+        let q = Query::target(QueryKind::Https, name);
+        self.answer(t, q, DnsAnswer::Https(records))
     }
 
     /// How `addr` behaves; each call adds the behaviour for the next attempt to it (the last
