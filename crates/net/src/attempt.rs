@@ -226,7 +226,9 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
             rustls::Error::NoApplicationProtocol => AttemptErrorKind::AlpnMismatch,
             _ => AttemptErrorKind::Tls,
         };
-        return AttemptError::new(kind, Phase::Tls, tls.to_string())
+        let detail =
+            crate::ech::describe_rejection(tls).map_or_else(|| tls.to_string(), str::to_owned);
+        return AttemptError::new(kind, Phase::Tls, detail)
             .with_io_kind(e.kind())
             .with_source(tls.clone());
     }

@@ -111,6 +111,8 @@ struct Inner {
     tls_fallbacks: Vec<Arc<ClientConfig>>,
     /// The certificate verifier inside `tls`, when the connector built it.
     verifier: Option<Arc<dyn ServerCertVerifier>>,
+    /// Encrypted Client Hello, when the TLS backend and configuration allow it.
+    ech: Option<crate::ech::Ech>,
     socket: SocketOptions,
     dialer: Option<Arc<dyn Dial>>,
     sources: Sources,
@@ -436,6 +438,7 @@ pub struct ConnectorBuilder {
     roots: Roots,
     tls: Option<ClientConfig>,
     tls_fallbacks: Vec<ClientConfig>,
+    ech_grease: bool,
     socket: SocketOptions,
     dialer: Option<Arc<dyn Dial>>,
     sources: Option<Box<dyn SourceSelector + Send + Sync>>,
@@ -558,6 +561,20 @@ impl ConnectorBuilder {
         self
     }
 
+    /// Sends a GREASE Encrypted Client Hello extension on TLS attempts whose HTTPS records
+    /// carry no ECH configuration (draft-ietf-tls-esni §6.2), so that ECH traffic does not
+    /// stand out. Off by default: rustls offers only TLS 1.3 in a ClientHello with ECH, so a
+    /// server that speaks only TLS 1.2 fails the handshake (with a [`Self::tls_fallback`]
+    /// configuration, its version alert falls back to that one, without GREASE).
+    ///
+    /// Attempts whose service carries an `ech` configuration use real ECH whatever this says
+    /// ([`FallbackPolicy::ech`]). Neither works with a caller's own [`Self::tls_config`] or
+    /// without the `aws-lc-rs` feature, which brings HPKE.
+    pub fn ech_grease(mut self, grease: bool) -> Self {
+        self.ech_grease = grease;
+        self
+    }
+
     /// Seeds the races' random choices, for repeatable runs (default: random per connector).
     pub fn rng_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -572,8 +589,8 @@ impl ConnectorBuilder {
             Some(r) => r,
             None => Arc::new(HickoryResolver::from_system_conf().map_err(BuildError::Resolver)?),
         };
-        let (mut tls, verifier) = match self.tls {
-            Some(c) => (c, None),
+        let (mut tls, verifier, provider) = match self.tls {
+            Some(c) => (c, None, None),
             None => {
                 let provider = crypto_provider()?;
                 // The verifier is kept, so the pool can ask it whether a connection's
@@ -597,13 +614,13 @@ impl ConnectorBuilder {
                             .map_err(BuildError::Tls)?,
                     ),
                 };
-                let config = ClientConfig::builder_with_provider(provider)
+                let config = ClientConfig::builder_with_provider(Arc::clone(&provider))
                     .with_safe_default_protocol_versions()
                     .map_err(BuildError::Tls)?
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::clone(&verifier))
                     .with_no_client_auth();
-                (config, Some(verifier))
+                (config, Some(verifier), Some(provider))
             }
         };
         // ALPN offers what the client speaks. A configuration that names its own ALPN ids is
@@ -642,6 +659,17 @@ impl ConnectorBuilder {
                 Arc::new(c)
             })
             .collect();
+        let ech = match (provider, &verifier) {
+            (Some(provider), Some(verifier)) => crate::ech::Ech::new(
+                provider,
+                Arc::clone(verifier),
+                tls.alpn_protocols.clone(),
+                self.ech_grease,
+            )
+            .map_err(BuildError::Tls)?,
+            _ => None,
+        };
+        policy.ech &= ech.is_some();
         let db = match self.db {
             Some(db) => Some(db),
             None if policy.route_memory.enabled => {
@@ -674,6 +702,7 @@ impl ConnectorBuilder {
                 tls: Arc::new(tls),
                 tls_fallbacks,
                 verifier,
+                ech,
                 socket: self.socket,
                 dialer: self.dialer,
                 sources,
@@ -919,8 +948,32 @@ impl AfterTcp {
             0 => &inner.tls,
             n => inner.tls_fallbacks.get(n - 1).unwrap_or(&inner.tls),
         };
+        let config = match (plan.tls.as_deref(), &inner.ech) {
+            (
+                Some(fastfallback_plan::TlsStep {
+                    ech: Some(list), ..
+                }),
+                Some(ech),
+            ) => {
+                ech.config(list).unwrap_or_else(|e| {
+                    // No configuration in the list is one rustls can use: connect as a
+                    // client without ECH would.
+                    tracing::warn!(error = %e, "unusable ECH configuration; connecting without ECH");
+                    Arc::clone(config)
+                })
+            }
+            (
+                Some(fastfallback_plan::TlsStep {
+                    ech: None,
+                    config: 0,
+                    ..
+                }),
+                Some(ech),
+            ) => Arc::clone(ech.grease().unwrap_or(config)),
+            _ => Arc::clone(config),
+        };
         Self {
-            config: Arc::clone(config),
+            config,
             tls: plan.tls.clone(),
             tunnel: plan
                 .route
@@ -1187,7 +1240,9 @@ fn tls_follow_up(
 ) -> Option<ConnectPlan> {
     use rustls::AlertDescription as Alert;
     let step = plan.tls.as_ref()?;
-    if error.phase != Phase::Tls || step.config >= fallbacks {
+    // With ECH the client never falls back to another configuration (it could be one without
+    // ECH: draft-ietf-tls-esni, "Disabling fallback"); a rejection has its own retry.
+    if error.phase != Phase::Tls || step.config >= fallbacks || step.ech.is_some() {
         return None;
     }
     let mut cause = std::error::Error::source(error);
@@ -1786,7 +1841,8 @@ impl Race {
                 let id = failed.id;
                 tracing::debug!(%id, %error, "attempt failed");
                 self.attempt_failed(id, failed.plan.route.target, &error);
-                let follow_up = tls_follow_up(&failed.plan, &error, self.inner.tls_fallbacks.len());
+                let follow_up = tls_follow_up(&failed.plan, &error, self.inner.tls_fallbacks.len())
+                    .or_else(|| crate::ech::follow_up(&failed.plan, &error));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t);
             }

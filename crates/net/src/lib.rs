@@ -41,6 +41,7 @@
 mod attempt;
 mod connectivity;
 mod connector;
+mod ech;
 mod events;
 #[cfg(feature = "http")]
 mod hyper_connector;

@@ -121,6 +121,8 @@ pub struct HttpsReport {
     pub port: Option<u16>,
     /// The `ipv4hint` and `ipv6hint` addresses.
     pub hints: Vec<IpAddr>,
+    /// Whether the record carries an `ech` configuration (its bytes are left out).
+    pub ech: bool,
 }
 
 impl HttpsReport {
@@ -137,6 +139,7 @@ impl HttpsReport {
             hints: (r.ipv6hint.iter().map(|&a| IpAddr::V6(a)))
                 .chain(r.ipv4hint.iter().map(|&a| IpAddr::V4(a)))
                 .collect(),
+            ech: r.ech.is_some(),
         }
     }
 }
@@ -155,6 +158,9 @@ impl fmt::Display for HttpsReport {
             for (i, h) in self.hints.iter().enumerate() {
                 write!(f, "{}{h}", if i > 0 { "," } else { "" })?;
             }
+        }
+        if self.ech {
+            f.write_str(" ech")?;
         }
         Ok(())
     }

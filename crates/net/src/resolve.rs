@@ -178,6 +178,7 @@ fn https_record(h: &hickory_resolver::proto::rr::rdata::HTTPS) -> HttpsRecord {
             SvcParamValue::Port(p) => out.port = Some(*p),
             SvcParamValue::Ipv4Hint(hint) => out.ipv4hint = hint.0.iter().map(|a| a.0).collect(),
             SvcParamValue::Ipv6Hint(hint) => out.ipv6hint = hint.0.iter().map(|a| a.0).collect(),
+            SvcParamValue::EchConfigList(list) => out.ech = Some(list.0.as_slice().into()),
             SvcParamValue::Mandatory(m) => {
                 // RFC 9460 §8: a record that makes a key we do not understand mandatory is
                 // incompatible and must be ignored.
@@ -211,6 +212,7 @@ fn understood(key: &SvcParamKey) -> bool {
             | SvcParamKey::Port
             | SvcParamKey::Ipv4Hint
             | SvcParamKey::Ipv6Hint
+            | SvcParamKey::EchConfigList
     )
 }
 

@@ -175,6 +175,9 @@ struct Endpoint {
     tried: bool,
     /// The service priority group ([`fastfallback_route::Candidate::group`]).
     group: u16,
+    /// Which TLS step its attempts take: 0 the race's own, `n` the `n`-th of
+    /// `FastFallbackExchangeFinder::ech_steps` (its service's ECH configuration).
+    tls_variant: u16,
 }
 
 impl Orderable for Endpoint {
@@ -230,6 +233,8 @@ pub struct FastFallbackExchangeFinder {
     policy: Arc<FallbackPolicy>,
     address: Address,
     tls: Option<Arc<TlsStep>>,
+    /// The race's TLS step with each ECH configuration its services carry.
+    ech_steps: Vec<Arc<TlsStep>>,
     connectivity: Connectivity,
     memory: MemoryView,
     history_ignored: bool,
@@ -386,7 +391,8 @@ impl FastFallbackExchangeFinder {
                     policy.answer_limits,
                 )
                 .offering(policy.alpn)
-                .seeded(seed);
+                .seeded(seed)
+                .ech_capable(policy.ech && address.is_tls());
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }
@@ -407,6 +413,7 @@ impl FastFallbackExchangeFinder {
             policy,
             address,
             tls,
+            ech_steps: Vec::new(),
             connectivity,
             memory,
             history_ignored,
@@ -791,10 +798,11 @@ impl FastFallbackExchangeFinder {
     /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
     fn sync_endpoints(&mut self) {
         let origin_port = self.address.connect_host().1;
-        let mut candidates: SmallVec<[(IpAddr, SocketAddr, u16); 4]> = SmallVec::new();
+        let mut candidates: SmallVec<[(IpAddr, SocketAddr, u16, u16); 4]> = SmallVec::new();
         let mut disallowed = Vec::new();
         let scope = self.address.scope_id().unwrap_or(0);
         let (policy, connectivity) = (&self.policy, &self.connectivity);
+        let (tls, ech_steps) = (&self.tls, &mut self.ech_steps);
         self.resolution.for_each_candidate(|c| {
             if !policy.family.allows(Family::of(c.ip)) {
                 if !disallowed.contains(&c.ip) {
@@ -807,18 +815,36 @@ impl FastFallbackExchangeFinder {
                 IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
                 v4 => SocketAddr::new(v4, port),
             };
+            let variant = match (tls, c.ech) {
+                (Some(base), Some(ech)) => {
+                    let found = ech_steps
+                        .iter()
+                        .position(|s| s.ech.as_deref() == Some(&**ech));
+                    let i = found.unwrap_or_else(|| {
+                        ech_steps.push(Arc::new(TlsStep {
+                            ech: Some(Arc::clone(ech)),
+                            ..(**base).clone()
+                        }));
+                        ech_steps.len() - 1
+                    });
+                    // A DNS message cannot hold 65 535 ECH configurations.
+                    u16::try_from(i + 1).unwrap_or(u16::MAX)
+                }
+                _ => 0,
+            };
             // The same address and port in two groups is tried once, in the first.
-            if !candidates.iter().any(|(_, t, _)| *t == target) {
-                candidates.push((c.ip, target, c.group));
+            if !candidates.iter().any(|(_, t, _, _)| *t == target) {
+                candidates.push((c.ip, target, c.group, variant));
             }
         });
         let before = self.endpoints.len();
         let mut changed = false;
         self.endpoints.retain_mut(|e| {
-            match candidates.iter().find(|(_, t, _)| *t == e.target) {
-                Some(&(_, _, group)) => {
+            match candidates.iter().find(|(_, t, _, _)| *t == e.target) {
+                Some(&(_, _, group, variant)) => {
                     changed |= e.group != group;
                     e.group = group;
+                    e.tls_variant = variant;
                     true
                 }
                 // HEv3 §7: an attempted endpoint keeps its place; an untried one goes.
@@ -826,7 +852,7 @@ impl FastFallbackExchangeFinder {
             }
         });
         changed |= before != self.endpoints.len();
-        for (ip, target, group) in candidates {
+        for (ip, target, group, tls_variant) in candidates {
             if self.endpoints.iter().any(|e| e.target == target) {
                 continue;
             }
@@ -836,6 +862,7 @@ impl FastFallbackExchangeFinder {
                 source: source_of(&self.sources, ip),
                 tried: false,
                 group,
+                tls_variant,
             });
             changed = true;
         }
@@ -983,7 +1010,15 @@ impl FastFallbackExchangeFinder {
                     logical: e.logical,
                     proxy: self.address.proxy_shared().cloned(),
                 };
-                ConnectPlan::new(route, self.tls.clone())
+                let tls = match e.tls_variant {
+                    0 => self.tls.clone(),
+                    n => self
+                        .ech_steps
+                        .get(usize::from(n) - 1)
+                        .cloned()
+                        .or_else(|| self.tls.clone()),
+                };
+                ConnectPlan::new(route, tls)
             }
         };
         let id = match self.attempts.last() {
@@ -1035,6 +1070,8 @@ impl FastFallbackExchangeFinder {
             },
             alpn: offer.ids().to_vec(),
             config: 0,
+            ech: None,
+            ech_retry: false,
         }))
     }
 

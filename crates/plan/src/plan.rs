@@ -19,6 +19,14 @@ pub struct TlsStep {
     /// a handshake failure that another configuration can fix names the next one (OkHttp's
     /// connection specs, "attempted in sequence until the TLS handshake succeeds").
     pub config: usize,
+    /// The ECHConfigList to encrypt the ClientHello with (draft-ietf-tls-esni), from the
+    /// service's HTTPS record, or from the server's retry configurations after it rejected
+    /// ECH. SNI and ALPN go in the inner ClientHello; the configuration's public name goes in
+    /// the outer one.
+    pub ech: Option<Arc<[u8]>>,
+    /// Whether this step is the one retry with the server's retry configurations (there is
+    /// never a second).
+    pub ech_retry: bool,
 }
 
 /// The steps of one connection attempt on one route: TCP, then an optional proxy tunnel, then
@@ -33,7 +41,13 @@ pub struct TlsStep {
 /// let plan = ConnectPlan {
 ///     route: Route::direct("[2001:db8::a]:443".parse().unwrap()),
 ///     tunnel: false,
-///     tls: Some(Arc::new(TlsStep { server_name: "example.com".into(), alpn: vec![Alpn::H2, Alpn::Http11], config: 0 })),
+///     tls: Some(Arc::new(TlsStep {
+///         server_name: "example.com".into(),
+///         alpn: vec![Alpn::H2, Alpn::Http11],
+///         config: 0,
+///         ech: None,
+///         ech_retry: false,
+///     })),
 ///     attempt: 0,
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
@@ -87,6 +101,11 @@ impl fmt::Display for ConnectPlan {
             f.write_str("]")?;
             if tls.config > 0 {
                 write!(f, " with TLS configuration #{}", tls.config + 1)?;
+            }
+            match (&tls.ech, tls.ech_retry) {
+                (Some(_), false) => f.write_str(" with ECH")?,
+                (Some(_), true) => f.write_str(" with ECH (retry configs)")?,
+                (None, _) => {}
             }
         }
         Ok(())

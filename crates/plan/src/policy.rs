@@ -131,6 +131,12 @@ pub struct FallbackPolicy {
     pub win_at: WinAt,
     /// Whether to query the HTTPS record for `http` and `https` origins (HEv3 §4.1).
     pub query_https: bool,
+    /// Whether TLS attempts use Encrypted Client Hello when an HTTPS record carries an `ech`
+    /// configuration (draft-ietf-tls-svcb-ech). When every compatible record has one, the
+    /// race is SVCB-reliant: it never falls back to a connection without ECH
+    /// (draft-ietf-tls-esni, "Disabling fallback"). The driver turns it off when its TLS
+    /// backend has no HPKE (the `ring` build) or the TLS configuration is the caller's own.
+    pub ech: bool,
     /// How long pending DNS queries are kept after a win, to fill the cache (HEv3 §6).
     pub dns_tail: Duration,
     /// Limits on DNS answers.
@@ -162,6 +168,7 @@ impl Default for FallbackPolicy {
             connect_timeout: Duration::from_secs(10),
             win_at: WinAt::Handshake,
             query_https: true,
+            ech: true,
             dns_tail: Duration::from_secs(1),
             answer_limits: AnswerLimits::default(),
             route_memory: RouteMemory::default(),
@@ -271,6 +278,8 @@ impl FallbackPolicyBuilder {
         win_at: WinAt;
         /// Sets [`FallbackPolicy::query_https`].
         query_https: bool;
+        /// Sets [`FallbackPolicy::ech`].
+        ech: bool;
         /// Sets [`FallbackPolicy::dns_tail`].
         dns_tail: Duration;
         /// Sets [`FallbackPolicy::answer_limits`].

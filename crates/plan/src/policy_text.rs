@@ -23,6 +23,7 @@ pub const POLICY_KEYS: &[(&str, &str)] = &[
     ("connect_timeout", "duration"),
     ("win_at", "handshake | tcp"),
     ("query_https", "true | false"),
+    ("ech", "true | false"),
     ("dns_tail", "duration"),
     ("spare_winners", "close | pool"),
     ("alpn", "both | h2 | http/1.1"),
@@ -86,6 +87,7 @@ impl FallbackPolicyBuilder {
                 &[("handshake", WinAt::Handshake), ("tcp", WinAt::Tcp)],
             )?),
             "query_https" => self.query_https(boolean("query_https", value)?),
+            "ech" => self.ech(boolean("ech", value)?),
             "dns_tail" => self.dns_tail(duration("dns_tail", value)?),
             "spare_winners" => self.spare_winners(choice(
                 "spare_winners",

@@ -580,3 +580,70 @@ fn a_target_name_without_hints_is_awaited_within_the_resolution_delay() {
         .run();
     assert_eq!(run.starts(), at(&[(V6A, 55)]), "{}", run.timeline());
 }
+
+#[test]
+fn every_endpoint_carrying_ech_makes_the_race_svcb_reliant() {
+    // T42 (E-01): the only record carries `ech`, so every attempt uses it and none goes
+    // without. Both handshakes fail 30 ms after they start (the servers reject ECH).
+    let mut r = rr(&[Alpn::H2]);
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let reject = fastfallback_sim::Behaviour::TlsFail {
+        tcp: 10,
+        tls: 20,
+        follow_up: None,
+    };
+    let run = Scenario::https()
+        .https_rr(10, vec![r.clone()])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .behave(V6A, reject.clone())
+        .behave(V4A, reject)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 10), (V4A, 40)]),
+        "{}",
+        run.timeline()
+    );
+    assert!(run.failed().is_some());
+    assert!(run.attempts.iter().all(|a| {
+        a.plan.tls.as_ref().and_then(|t| t.ech.as_deref()) == Some(&b"an ECHConfigList"[..])
+    }));
+
+    // A second service without `ech` and a TargetName of its own: the client is not
+    // SVCB-reliant, and the origin's own addresses stay as the last fallback.
+    let mut other = rr(&[Alpn::H2]);
+    other.priority = 2;
+    other.target = "plain.example".into();
+    other.ipv6hint = vec![V6B.parse().unwrap()];
+    let mut ech_only = r;
+    ech_only.target = "ech.example".into();
+    ech_only.ipv6hint = vec![V6C.parse().unwrap()];
+    let run = Scenario::https()
+        .https_rr(10, vec![ech_only.clone(), other])
+        .aaaa(10, &[V6A])
+        .a(10, &[])
+        .drop(V6C)
+        .drop(V6B)
+        .ok(V6A, 10)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6C, 10), (V6B, 260), (V6A, 510)]),
+        "{}",
+        run.timeline()
+    );
+    assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
+    assert!(run.attempts[1].plan.tls.as_ref().unwrap().ech.is_none());
+
+    // Only the ECH service: the origin's working address is never tried without ECH.
+    let run = Scenario::https()
+        .https_rr(10, vec![ech_only])
+        .aaaa(10, &[V6A])
+        .a(10, &[])
+        .drop(V6C)
+        .ok(V6A, 10)
+        .connect_timeout(2000)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6C, 10)]), "{}", run.timeline());
+}

@@ -175,6 +175,9 @@ pub struct HttpsRecord {
     pub ipv4hint: Vec<Ipv4Addr>,
     /// The `ipv6hint` SvcParam.
     pub ipv6hint: Vec<Ipv6Addr>,
+    /// The `ech` SvcParam: an ECHConfigList in wire form (draft-ietf-tls-svcb-ech §3), shared
+    /// with every attempt that uses it.
+    pub ech: Option<Arc<[u8]>>,
     /// Whether the `mandatory` SvcParam names a key this client does not understand, which makes
     /// the record incompatible (RFC 9460 §8).
     pub unknown_mandatory: bool,

@@ -143,11 +143,13 @@ pub struct ServiceInfo {
     pub port: Option<u16>,
     /// Its ALPN set, defaults included (RFC 9460 §7.1.2).
     pub alpn: Vec<Alpn>,
+    /// Its ECH configuration, when the record has one and the client uses ECH.
+    pub ech: Option<Arc<[u8]>>,
 }
 
 /// One address the race may connect to, with the service it belongs to.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
-pub struct Candidate {
+pub struct Candidate<'a> {
     /// The logical address (see [`Connectivity::destinations`]).
     pub ip: IpAddr,
     /// The port the service names, if it names one (RFC 9460 §7.2).
@@ -156,6 +158,8 @@ pub struct Candidate {
     /// HEv3 §4.3), and the origin's own addresses last when no `"."` record covers them.
     /// Lower goes first.
     pub group: u16,
+    /// The service's ECH configuration, if it has one (draft-ietf-tls-svcb-ech §4).
+    pub ech: Option<&'a Arc<[u8]>>,
 }
 
 /// The longest AliasMode chain followed (RFC 9460 §3.1 asks for a limit; 8 is what Chromium and
@@ -233,6 +237,8 @@ pub struct Resolution {
     offer: AlpnOffer,
     /// Seeds the shuffle of equal-priority HTTPS records and the pick among aliases.
     seed: u64,
+    /// Whether the client uses the `ech` SvcParam (draft-ietf-tls-svcb-ech).
+    ech: bool,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -288,7 +294,23 @@ impl Resolution {
             skipped: Vec::new(),
             offer: AlpnOffer::Both,
             seed: 0,
+            ech: false,
         }
+    }
+
+    /// The same aggregation for an ECH-capable client: services keep their `ech`
+    /// configuration, and when every compatible service has one the client is SVCB-reliant
+    /// (draft-ietf-tls-esni "Disabling fallback"): the origin's own addresses, which would be
+    /// reached without ECH, are not used.
+    #[must_use]
+    pub fn ech_capable(mut self, ech: bool) -> Self {
+        self.ech = ech;
+        self
+    }
+
+    /// Whether every compatible service carries ECH, so that no fallback without it is made.
+    pub fn svcb_reliant(&self) -> bool {
+        self.ech && !self.services.is_empty() && self.services.iter().all(|s| s.info.ech.is_some())
     }
 
     /// Seeds the shuffle of HTTPS records of equal priority (RFC 9460 §2.4.1) and the pick
@@ -606,6 +628,7 @@ impl Resolution {
                     name: self.names[name].name.clone(),
                     port: r.port,
                     alpn,
+                    ech: r.ech.clone().filter(|_| self.ech),
                 },
                 name,
                 hints: hints.into_vec(),
@@ -626,6 +649,7 @@ impl Resolution {
                     name: self.names[end].name.clone(),
                     port: None,
                     alpn: self.offer.ids().to_vec(),
+                    ech: None,
                 },
                 name: end,
                 hints: Vec::new(),
@@ -723,7 +747,7 @@ impl Resolution {
     /// and family, the real answer if one arrived, else the service's hints (HEv3 §7: real
     /// records replace hints); IPv6 first, then IPv4. A candidate may come twice (the caller
     /// de-duplicates, keeping the first).
-    pub fn for_each_candidate(&self, mut f: impl FnMut(Candidate)) {
+    pub fn for_each_candidate<'a>(&'a self, mut f: impl FnMut(Candidate<'a>)) {
         // HEv3 §7: a real answer replaces its family's hints, an empty one too, unless that
         // would leave no address at all: then the hints stay (a race never fails with "no
         // addresses" while a usable hint remains).
@@ -737,7 +761,7 @@ impl Resolution {
         self.visit(keep_hints, &mut f);
     }
 
-    fn visit(&self, keep_hints: bool, mut f: impl FnMut(Candidate)) {
+    fn visit<'a>(&'a self, keep_hints: bool, mut f: impl FnMut(Candidate<'a>)) {
         let mut group = 0u16;
         for s in &self.services {
             self.visit_name(&self.names[s.name], &s.hints, keep_hints, |ip| {
@@ -745,16 +769,18 @@ impl Resolution {
                     ip,
                     port: s.info.port,
                     group,
+                    ech: s.info.ech.as_ref(),
                 })
             });
             group = group.saturating_add(1);
         }
-        if !self.services.iter().any(|s| s.name == 0) {
+        if !self.services.iter().any(|s| s.name == 0) && !self.svcb_reliant() {
             self.visit_name(&self.names[0], &[], keep_hints, |ip| {
                 f(Candidate {
                     ip,
                     port: None,
                     group,
+                    ech: None,
                 })
             });
         }

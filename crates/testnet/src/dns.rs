@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hickory_proto::op::{Edns, Header, HeaderCounts, Metadata, ResponseCode};
-use hickory_proto::rr::rdata::svcb::{Alpn, IpHint, SvcParamKey, SvcParamValue};
+use hickory_proto::rr::rdata::svcb::{Alpn, EchConfigList, IpHint, SvcParamKey, SvcParamValue};
 use hickory_proto::rr::rdata::{A, AAAA, HTTPS, SOA, SVCB};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinDecoder;
@@ -76,7 +76,7 @@ pub struct DnsZone {
 }
 
 /// One HTTPS (SVCB) record (RFC 9460). Its SvcParams are sent in ascending key order:
-/// alpn, port, ipv4hint, ipv6hint; empty lists and `None` are left out.
+/// alpn, port, ipv4hint, ech, ipv6hint; empty lists and `None` are left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpsSpec {
     /// SvcPriority: 0 is AliasMode, 1 and up ServiceMode.
@@ -91,6 +91,8 @@ pub struct HttpsSpec {
     pub ipv4hint: Vec<Ipv4Addr>,
     /// IPv6 address hints (`ipv6hint` param).
     pub ipv6hint: Vec<Ipv6Addr>,
+    /// An ECHConfigList in wire form (`ech` param; see [`crate::ech_config_list`]).
+    pub ech: Option<Vec<u8>>,
 }
 
 impl HttpsSpec {
@@ -121,6 +123,13 @@ impl HttpsSpec {
     #[must_use]
     pub fn ipv4hint(mut self, hints: impl IntoIterator<Item = Ipv4Addr>) -> Self {
         self.ipv4hint = hints.into_iter().collect();
+        self
+    }
+
+    /// Sets the ECH configuration list.
+    #[must_use]
+    pub fn ech(mut self, list: Vec<u8>) -> Self {
+        self.ech = Some(list);
         self
     }
 
@@ -156,6 +165,12 @@ impl HttpsSpec {
             params.push((
                 SvcParamKey::Ipv4Hint,
                 SvcParamValue::Ipv4Hint(IpHint(hints)),
+            ));
+        }
+        if let Some(list) = &self.ech {
+            params.push((
+                SvcParamKey::EchConfigList,
+                SvcParamValue::EchConfigList(EchConfigList(list.clone())),
             ));
         }
         if !self.ipv6hint.is_empty() {

@@ -85,7 +85,7 @@ pub mod wire;
 pub use dns::{DnsCounts, DnsZone, HttpsSpec, Rcode};
 pub use servers::ServerKind;
 pub use sockets::{SocketEntry, SocketProto};
-pub use tls::TlsMaterial;
+pub use tls::{TlsMaterial, ech_config_list};
 pub use wire::{Action, Dir, Match, Rule, Verdict, WireEvent};
 
 use netns::Netns;

@@ -148,3 +148,31 @@ impl TlsMaterial {
         Arc::new(config)
     }
 }
+
+/// An ECHConfigList (draft-ietf-tls-esni §4) with one configuration for `public_name`: a
+/// fresh X25519 key, HKDF-SHA256 with AES-128-GCM, and no extensions. In wire form, as the
+/// `ech` SvcParam carries it. No server here can decrypt with it (rustls has no ECH server),
+/// so a client that offers it sees the server reject ECH.
+pub fn ech_config_list(public_name: &str) -> Vec<u8> {
+    use rustls::crypto::aws_lc_rs::hpke::DH_KEM_X25519_HKDF_SHA256_AES_128 as SUITE;
+    use rustls::crypto::hpke::Hpke;
+    let (public, _private) = SUITE.generate_key_pair().expect("an X25519 key pair");
+    let u16_len = |n: usize| u16::try_from(n).expect("short").to_be_bytes();
+    let mut contents = vec![7u8]; // config_id
+    contents.extend(0x0020u16.to_be_bytes()); // KEM: DHKEM(X25519, HKDF-SHA256)
+    contents.extend(u16_len(public.0.len()));
+    contents.extend(&public.0);
+    contents.extend(u16_len(4)); // one cipher suite
+    contents.extend(0x0001u16.to_be_bytes()); // KDF: HKDF-SHA256
+    contents.extend(0x0001u16.to_be_bytes()); // AEAD: AES-128-GCM
+    contents.push(0); // maximum_name_length
+    contents.push(u8::try_from(public_name.len()).expect("a short public name"));
+    contents.extend(public_name.as_bytes());
+    contents.extend(u16_len(0)); // no extensions
+    let mut config = 0xfe0du16.to_be_bytes().to_vec(); // version
+    config.extend(u16_len(contents.len()));
+    config.extend(contents);
+    let mut list = u16_len(config.len()).to_vec();
+    list.extend(config);
+    list
+}

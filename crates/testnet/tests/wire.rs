@@ -349,6 +349,7 @@ fn dns_answers_each_type_after_its_own_delay() {
                 port: Some(8443),
                 ipv4hint: vec![server_v4(0)],
                 ipv6hint: vec![server_v6(0)],
+                ech: None,
             }],
             aaaa_delay: ms(150),
             a_delay: ms(0),
