@@ -209,6 +209,15 @@ pub(crate) fn normalise(name: &str) -> String {
 pub(crate) struct DnsState {
     pub(crate) zones: Mutex<HashMap<String, DnsZone>>,
     pub(crate) counts: Mutex<HashMap<String, DnsCounts>>,
+    /// When set, the server answers like DNS64 (RFC 6147) with this /96 prefix.
+    pub(crate) dns64: Mutex<Option<Ipv6Addr>>,
+}
+
+/// The IPv4-embedded IPv6 address of `v4` under the /96 `prefix` (RFC 6052 §2.2).
+pub fn synthesize(prefix: Ipv6Addr, v4: Ipv4Addr) -> Ipv6Addr {
+    let mut o = prefix.octets();
+    o[12..].copy_from_slice(&v4.octets());
+    Ipv6Addr::from(o)
 }
 
 /// A planned answer: after `delay`, send `rcode` with these records.
@@ -232,6 +241,22 @@ impl DnsState {
                 RecordType::HTTPS => c.https += 1,
                 _ => {}
             }
+        }
+        let dns64 = *lock(&self.dns64);
+        if let (Some(prefix), "ipv4only.arpa", RecordType::AAAA) = (dns64, key.as_str(), qtype) {
+            // RFC 7050 §2.2: the well-known name answers with 192.0.0.170 and .171 under the
+            // prefix, so a client can find it.
+            let answers = [170, 171]
+                .into_iter()
+                .map(|last| synthesize(prefix, Ipv4Addr::new(192, 0, 0, last)))
+                .map(|ip| Record::from_rdata(name.clone(), TTL, RData::AAAA(AAAA(ip))))
+                .collect();
+            return Answer {
+                delay: Duration::ZERO,
+                rcode: ResponseCode::NoError,
+                answers,
+                soa: Vec::new(),
+            };
         }
         let Some(zone) = lock(&self.zones).get(&key).cloned() else {
             return Answer {
@@ -272,7 +297,15 @@ impl DnsState {
         }
         let rdatas: Vec<RData> = match qtype {
             RecordType::A => zone.a.iter().map(|ip| RData::A(A(*ip))).collect(),
-            RecordType::AAAA => zone.aaaa.iter().map(|ip| RData::AAAA(AAAA(*ip))).collect(),
+            // RFC 6147 §5.1.6: DNS64 synthesizes only when the name has no AAAA record.
+            RecordType::AAAA => match dns64 {
+                Some(prefix) if zone.aaaa.is_empty() => zone
+                    .a
+                    .iter()
+                    .map(|v4| RData::AAAA(AAAA(synthesize(prefix, *v4))))
+                    .collect(),
+                _ => zone.aaaa.iter().map(|ip| RData::AAAA(AAAA(*ip))).collect(),
+            },
             RecordType::HTTPS => zone.https.iter().filter_map(HttpsSpec::rdata).collect(),
             _ => Vec::new(),
         };

@@ -18,7 +18,8 @@
 //! |---|---|---|
 //! | the client (namespace "client", device `tnc0`) | [`CLIENT_V4`] 10.200.0.1 | [`CLIENT_V6`] 2001:db8:200::1 |
 //! | server address `i` (namespace "server", device `tns0`) | [`server_v4`]`(i)` = 10.201.0.(10+i) | [`server_v6`]`(i)` = 2001:db8:201::(0xa+i) |
-//! | the DNS server (server namespace, port 53 UDP+TCP) | [`DNS_V4`] 10.201.0.53 | – |
+//! | the DNS server (server namespace, port 53 UDP+TCP) | [`DNS_V4`] 10.201.0.53 | [`DNS_V6`] 2001:db8:201::53 |
+//! | NAT64 relays ([`TestNet::nat64`]) and DNS64 answers ([`TestNet::set_dns64`]) | – | [`NAT64_PREFIX`] 2001:db8:64::/96 + the IPv4 address |
 //!
 //! All server addresses live in one server namespace; the client reaches them through the
 //! wire. A port with no server on it refuses (the kernel answers RST).
@@ -82,7 +83,7 @@ mod tls;
 mod tun;
 pub mod wire;
 
-pub use dns::{DnsCounts, DnsZone, HttpsSpec, Rcode};
+pub use dns::{DnsCounts, DnsZone, HttpsSpec, Rcode, synthesize};
 pub use servers::ServerKind;
 pub use sockets::{SocketEntry, SocketProto};
 pub use tls::{TlsMaterial, ech_config_list};
@@ -102,6 +103,13 @@ pub const CLIENT_V4: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
 pub const CLIENT_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x200, 0, 0, 0, 0, 1);
 /// The DNS server's address (port 53, UDP and TCP), in the server namespace.
 pub const DNS_V4: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 53);
+/// The DNS server's IPv6 address (the one an [IPv6-only](TestNetBuilder::ipv6_only) client
+/// uses).
+pub const DNS_V6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x201, 0, 0, 0, 0, 0x53);
+/// The network's NAT64 prefix (a /96, network-specific as RFC 6052 §2.2 allows, so that it
+/// may carry the private IPv4 server addresses): what [`TestNet::set_dns64`] synthesizes
+/// into and [`TestNet::nat64`] translates from.
+pub const NAT64_PREFIX: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x64, 0, 0, 0, 0, 0);
 /// The most server addresses per family a [`TestNet`] can have (so that they stay below
 /// [`DNS_V4`]).
 pub const MAX_SERVERS: u8 = 40;
@@ -190,6 +198,7 @@ pub struct TestNetBuilder {
     syn_retries: u8,
     tls_names: Vec<String>,
     seed: u64,
+    ipv6_only: bool,
 }
 
 impl Default for TestNetBuilder {
@@ -199,6 +208,7 @@ impl Default for TestNetBuilder {
             syn_retries: 1,
             tls_names: vec!["origin.test".to_owned()],
             seed: DEFAULT_SEED,
+            ipv6_only: false,
         }
     }
 }
@@ -235,6 +245,15 @@ impl TestNetBuilder {
         self
     }
 
+    /// Makes the client IPv6-only: no IPv4 address and no IPv4 route, so the kernel (and the
+    /// engine's connectivity detection) sees no IPv4 at all. IPv4 servers are then reachable
+    /// only through [`TestNet::nat64`]; the DNS server is at [`DNS_V6`].
+    #[must_use]
+    pub fn ipv6_only(mut self) -> Self {
+        self.ipv6_only = true;
+        self
+    }
+
     /// The seed of the wire's PRNG (jitter and loss), for reproducible runs.
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
@@ -250,15 +269,21 @@ impl TestNetBuilder {
     }
 
     /// The `ip -batch` script of the client namespace.
-    fn client_batch() -> String {
-        format!(
+    fn client_batch(ipv6_only: bool) -> String {
+        let mut batch = format!(
             "link set lo up\n\
              link set tnc0 mtu 1500 up\n\
-             addr add {CLIENT_V4}/32 dev tnc0\n\
              addr add {CLIENT_V6}/128 dev tnc0 nodad\n\
-             route add 10.201.0.0/16 dev tnc0 src {CLIENT_V4}\n\
-             route add 2001:db8:201::/48 dev tnc0 src {CLIENT_V6}\n"
-        )
+             route add 2001:db8:201::/48 dev tnc0 src {CLIENT_V6}\n\
+             route add {NAT64_PREFIX}/96 dev tnc0 src {CLIENT_V6}\n"
+        );
+        if !ipv6_only {
+            batch.push_str(&format!(
+                "addr add {CLIENT_V4}/32 dev tnc0\n\
+                 route add 10.201.0.0/16 dev tnc0 src {CLIENT_V4}\n"
+            ));
+        }
+        batch
     }
 
     /// The `ip -batch` script of the server namespace.
@@ -270,10 +295,14 @@ impl TestNetBuilder {
                 IpAddr::V6(a) => batch.push_str(&format!("addr add {a}/128 dev tns0 nodad\n")),
             }
         }
+        // The NAT64 prefix is local to the server namespace, so relays can listen on any
+        // address in it (with ip_nonlocal_bind).
         batch.push_str(&format!(
             "addr add {DNS_V4}/32 dev tns0\n\
+             addr add {DNS_V6}/128 dev tns0 nodad\n\
              route add 10.200.0.0/16 dev tns0\n\
-             route add 2001:db8:200::/48 dev tns0\n"
+             route add 2001:db8:200::/48 dev tns0\n\
+             route add local {NAT64_PREFIX}/96 dev lo\n"
         ));
         batch
     }
@@ -309,6 +338,7 @@ impl TestNetBuilder {
         // The client namespace is set up on a helper thread while the server thread sets
         // up its own.
         let syn_retries = self.syn_retries.to_string();
+        let ipv6_only = self.ipv6_only;
         let client = std::thread::Builder::new()
             .name("testnet-setup".to_owned())
             .spawn({
@@ -318,7 +348,7 @@ impl TestNetBuilder {
                         .map_err(|e| format!("unshare(CLONE_NEWNET): {e}"))?;
                     let tun =
                         tun::open("tnc0").map_err(|e| format!("creating TUN device tnc0: {e}"))?;
-                    netns::ip_batch(&Self::client_batch())?;
+                    netns::ip_batch(&Self::client_batch(ipv6_only))?;
                     netns::write_sysctl("net/ipv4/tcp_syn_retries", &syn_retries)?;
                     for (key, value) in &sysctls {
                         netns::write_sysctl(key, value)?;
@@ -327,9 +357,11 @@ impl TestNetBuilder {
                 }
             })
             .map_err(|e| Unavailable::new(format!("cannot spawn a thread: {e}")))?;
+        let mut server_sysctls = icmp_sysctls.to_vec();
+        server_sysctls.push(("net/ipv6/ip_nonlocal_bind".to_owned(), "1".to_owned()));
         let server = servers::spawn(servers::ServerConfig {
             ip_batch: self.server_batch(),
-            sysctls: icmp_sysctls.to_vec(),
+            sysctls: server_sysctls,
             dns: Arc::clone(&dns),
             tls: Arc::clone(&tls),
             accepted: Arc::clone(&accepted),
@@ -353,6 +385,7 @@ impl TestNetBuilder {
             accepted,
             tls,
             server_ips,
+            ipv6_only,
             client_ns,
             server_ns,
         })
@@ -377,6 +410,7 @@ pub struct TestNet {
     accepted: Arc<servers::Accepted>,
     tls: Arc<TlsMaterial>,
     server_ips: Vec<IpAddr>,
+    ipv6_only: bool,
     client_ns: Netns,
     server_ns: Netns,
 }
@@ -473,6 +507,56 @@ impl TestNet {
     /// matter), replacing earlier ones.
     pub fn set_dns(&self, name: &str, zone: DnsZone) {
         lock(&self.dns.zones).insert(dns::normalise(name), zone);
+    }
+
+    /// Makes the DNS server answer like DNS64 (RFC 6147) with [`NAT64_PREFIX`], or stop:
+    /// an AAAA query for a name that has A records but no AAAA record gets them synthesized,
+    /// and `ipv4only.arpa` answers as RFC 7050 §2.2 says, so clients can find the prefix.
+    pub fn set_dns64(&self, on: bool) {
+        *lock(&self.dns.dns64) = on.then_some(NAT64_PREFIX);
+    }
+
+    /// Whether the client is IPv6-only ([`TestNetBuilder::ipv6_only`]).
+    pub fn is_ipv6_only(&self) -> bool {
+        self.ipv6_only
+    }
+
+    /// The DNS server the client should use: [`DNS_V6`] on an IPv6-only network, else
+    /// [`DNS_V4`].
+    pub fn dns_server(&self) -> SocketAddr {
+        if self.ipv6_only {
+            SocketAddr::from((DNS_V6, 53))
+        } else {
+            SocketAddr::from((DNS_V4, 53))
+        }
+    }
+
+    /// A NAT64 translator for one IPv4 server (RFC 6146, as a userspace relay): TCP
+    /// connections to the synthesized address `[NAT64_PREFIX + v4]:port` are relayed to
+    /// `v4:port`, in the server namespace. Returns the synthesized address. The wire sees the
+    /// client's traffic to the IPv6 address, so rules can match it.
+    ///
+    /// # Errors
+    /// The bind error, or `InvalidInput` for an address that is not a server's.
+    pub fn nat64(&self, v4: SocketAddr) -> io::Result<SocketAddr> {
+        let IpAddr::V4(ip) = v4.ip() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("testnet: NAT64 translates to IPv4, not {v4}"),
+            ));
+        };
+        if !self.server_ips.contains(&v4.ip()) || v4.port() == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("testnet: {v4} is not a server address with a port"),
+            ));
+        }
+        let from = SocketAddr::new(IpAddr::V6(synthesize(NAT64_PREFIX, ip)), v4.port());
+        self.server
+            .as_ref()
+            .ok_or_else(|| io::Error::other("testnet: no server thread"))?
+            .relay(from, v4)?;
+        Ok(from)
     }
 
     /// How many A, AAAA and HTTPS queries the DNS server has received for `name`.

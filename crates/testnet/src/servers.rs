@@ -63,6 +63,12 @@ enum Command {
         kind: ServerKind,
         reply: mpsc::SyncSender<io::Result<()>>,
     },
+    /// Listen on `from` and relay every connection to `to` (the NAT64 translator).
+    Relay {
+        from: SocketAddr,
+        to: SocketAddr,
+        reply: mpsc::SyncSender<io::Result<()>>,
+    },
 }
 
 /// What the server thread needs to set itself up.
@@ -87,6 +93,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Serve { addr, kind, .. } => write!(f, "Serve({addr}, {kind:?})"),
+            Self::Relay { from, to, .. } => write!(f, "Relay({from} → {to})"),
         }
     }
 }
@@ -110,6 +117,17 @@ impl ServerThread {
             .as_ref()
             .ok_or_else(gone)?
             .send(Command::Serve { addr, kind, reply })
+            .map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+
+    pub(crate) fn relay(&self, from: SocketAddr, to: SocketAddr) -> io::Result<()> {
+        let gone = || io::Error::other("testnet: the server thread has stopped");
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.commands
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(Command::Relay { from, to, reply })
             .map_err(|_| gone())?;
         answer.recv().map_err(|_| gone())?
     }
@@ -173,7 +191,10 @@ fn server_thread(
         let dns = match start_dns(&config.dns).await {
             Ok(server) => server,
             Err(e) => {
-                let _ = ready.send(Err(format!("DNS server on {DNS_V4}:53: {e}")));
+                let _ = ready.send(Err(format!(
+                    "DNS server on {DNS_V4}:53 and [{}]:53: {e}",
+                    crate::DNS_V6
+                )));
                 return;
             }
         };
@@ -187,22 +208,31 @@ fn server_thread(
     drop(rt);
 }
 
-/// Starts hickory-server on DNS_V4:53, UDP and TCP.
+/// Starts hickory-server on DNS_V4:53 and DNS_V6:53, UDP and TCP.
 async fn start_dns(state: &Arc<DnsState>) -> io::Result<hickory_server::Server<Handler>> {
-    let addr = SocketAddr::from((DNS_V4, 53));
-    let udp = UdpSocket::bind(addr).await?;
-    let tcp = TcpListener::bind(addr).await?;
     let mut server = hickory_server::Server::new(Handler {
         state: Arc::clone(state),
     });
-    server.register_socket(udp);
-    server.register_listener(tcp, Duration::from_secs(30), 64 * 1024);
+    for addr in [
+        SocketAddr::from((DNS_V4, 53)),
+        SocketAddr::from((crate::DNS_V6, 53)),
+    ] {
+        server.register_socket(UdpSocket::bind(addr).await?);
+        let tcp = TcpListener::bind(addr).await?;
+        server.register_listener(tcp, Duration::from_secs(30), 64 * 1024);
+    }
     Ok(server)
 }
 
 async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerConfig) {
     while let Some(command) = commands.recv().await {
         match command {
+            Command::Relay { from, to, reply } => {
+                let result = TcpListener::bind(from).await.map(|listener| {
+                    tokio::spawn(relay(listener, to));
+                });
+                let _ = reply.send(result);
+            }
             Command::Serve { addr, kind, reply } => {
                 let result = match TcpListener::bind(addr).await {
                     Ok(listener) => {
@@ -260,6 +290,21 @@ async fn accept_counted(
             tokio::time::sleep(Duration::from_millis(10)).await;
             None
         }
+    }
+}
+
+/// The NAT64 relay: every connection accepted on `listener` is joined to a new one to `to`.
+async fn relay(listener: TcpListener, to: SocketAddr) {
+    loop {
+        let Ok((mut inside, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        tokio::spawn(async move {
+            if let Ok(mut outside) = TcpStream::connect(to).await {
+                let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+            }
+        });
     }
 }
 

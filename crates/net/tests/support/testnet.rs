@@ -1,9 +1,7 @@
 //! Shared by the test-network tests: a connector set up for a test network.
 
-use std::net::{IpAddr, SocketAddr};
-
 use fastfallback_net::{ConnectorBuilder, HickoryResolver};
-use fastfallback_testnet::{DNS_V4, TestNet};
+use fastfallback_testnet::TestNet;
 use hickory_resolver::config::ResolverOpts;
 
 /// A connector builder that asks the network's DNS server, with no resolver cache (each
@@ -11,9 +9,7 @@ use hickory_resolver::config::ResolverOpts;
 pub(crate) fn builder(net: &TestNet) -> ConnectorBuilder {
     let mut opts = ResolverOpts::default();
     opts.cache_size = 0;
-    let resolver =
-        HickoryResolver::with_name_server_opts(SocketAddr::new(IpAddr::V4(DNS_V4), 53), opts)
-            .unwrap();
+    let resolver = HickoryResolver::with_name_server_opts(net.dns_server(), opts).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     roots.add(net.ca_der()).unwrap();
     fastfallback_net::Connector::builder()
