@@ -392,7 +392,7 @@ impl FastFallbackExchangeFinder {
                 )
                 .offering(policy.alpn)
                 .seeded(seed)
-                .ech_capable(policy.ech && address.is_tls());
+                .ech_capable(policy.ech && address.is_tls(), policy.https_wait);
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }

@@ -137,6 +137,14 @@ pub struct FallbackPolicy {
     /// (draft-ietf-tls-esni, "Disabling fallback"). The driver turns it off when its TLS
     /// backend has no HPKE (the `ring` build) or the TLS configuration is the caller's own.
     pub ech: bool,
+    /// With [`Self::ech`], how long after the first positive address answer the race waits
+    /// for a pending HTTPS answer before it connects anyway (never less than the Resolution
+    /// Delay). An ECH-capable client sends no ClientHello before SVCB resolution has finished
+    /// (draft-ietf-tls-esni, "Performance optimizations"; HEv3 §6.1, R-34): this bounds that
+    /// wait, after which the HTTPS query counts as failed and attempts go without ECH. The
+    /// cost falls only on networks whose HTTPS answers are slower than their address
+    /// answers.
+    pub https_wait: Duration,
     /// How long pending DNS queries are kept after a win, to fill the cache (HEv3 §6).
     pub dns_tail: Duration,
     /// Limits on DNS answers.
@@ -169,6 +177,7 @@ impl Default for FallbackPolicy {
             win_at: WinAt::Handshake,
             query_https: true,
             ech: true,
+            https_wait: Duration::from_millis(150),
             dns_tail: Duration::from_secs(1),
             answer_limits: AnswerLimits::default(),
             route_memory: RouteMemory::default(),
@@ -280,6 +289,8 @@ impl FallbackPolicyBuilder {
         query_https: bool;
         /// Sets [`FallbackPolicy::ech`].
         ech: bool;
+        /// Sets [`FallbackPolicy::https_wait`].
+        https_wait: Duration;
         /// Sets [`FallbackPolicy::dns_tail`].
         dns_tail: Duration;
         /// Sets [`FallbackPolicy::answer_limits`].

@@ -24,6 +24,7 @@ pub const POLICY_KEYS: &[(&str, &str)] = &[
     ("win_at", "handshake | tcp"),
     ("query_https", "true | false"),
     ("ech", "true | false"),
+    ("https_wait", "duration, e.g. 150ms"),
     ("dns_tail", "duration"),
     ("spare_winners", "close | pool"),
     ("alpn", "both | h2 | http/1.1"),
@@ -88,6 +89,7 @@ impl FallbackPolicyBuilder {
             )?),
             "query_https" => self.query_https(boolean("query_https", value)?),
             "ech" => self.ech(boolean("ech", value)?),
+            "https_wait" => self.https_wait(duration("https_wait", value)?),
             "dns_tail" => self.dns_tail(duration("dns_tail", value)?),
             "spare_winners" => self.spare_winners(choice(
                 "spare_winners",

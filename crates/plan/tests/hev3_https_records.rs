@@ -38,14 +38,50 @@ fn https_answer_inside_resolution_delay_is_waited_for() {
 
 #[test]
 fn silent_https_query_waits_only_for_the_resolution_delay() {
-    // T35 variant
+    // T35 variant, for a client without ECH (T35 does not make the client ECH-capable).
     let run = Scenario::https()
+        .tune(|p| p.ech = false)
         .aaaa(20, &[V6A])
         .a(20, &[V4A])
         .ok(V6A, 20)
         .run();
     assert_eq!(run.starts(), at(&[(V6A, 70)]));
     assert_eq!(run.won(), one(V6A, 90));
+}
+
+#[test]
+fn an_ech_capable_client_waits_for_a_silent_https_query_up_to_the_https_wait() {
+    // E-02 / R-34: no ClientHello before SVCB resolution has finished. The default HTTPS
+    // wait (150 ms after the first positive answer at 20) bounds it; then the HTTPS query
+    // counts as failed, with a reason, and the race goes without ECH.
+    let run = Scenario::https()
+        .aaaa(20, &[V6A])
+        .a(20, &[V4A])
+        .ok(V6A, 20)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 170)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 190));
+    assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_none());
+}
+
+#[test]
+fn the_client_hello_waits_for_a_late_https_answer_and_then_uses_its_ech() {
+    // T41, as far as this engine goes: the HTTPS answer at 150 carries `ech`. No attempt
+    // (so no ClientHello) starts before it; the first one uses the configuration and wins
+    // (TCP 20 + TLS 30). The profile lets the TCP handshake start at 60 and hold only the
+    // ClientHello (R-40, a MAY); this engine holds the whole attempt, which costs that one
+    // round trip in this case only.
+    let mut r = rr(&[Alpn::H2]);
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let run = Scenario::https()
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .https_rr(150, vec![r])
+        .ok_tls(V6A, 20, 30)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 150)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 200));
+    assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
 }
 
 #[test]
@@ -537,6 +573,7 @@ fn an_alias_loop_falls_back_to_the_origin_with_a_reason() {
 fn follow_up_queries_are_not_sent_after_a_win() {
     // HEv3 §6: the DNS tail starts nothing. The HTTPS answer arrives after the race is won.
     let run = Scenario::https()
+        .tune(|p| p.ech = false)
         .aaaa(5, &[V6A])
         .a(5, &[V4A])
         .https_rr(200, t38_records())

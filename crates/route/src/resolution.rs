@@ -239,6 +239,9 @@ pub struct Resolution {
     seed: u64,
     /// Whether the client uses the `ech` SvcParam (draft-ietf-tls-svcb-ech).
     ech: bool,
+    /// For an ECH-capable client: how long after the first positive answer a pending HTTPS
+    /// answer is waited for (see [`Self::ech_capable`]).
+    https_wait: Duration,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -295,17 +298,39 @@ impl Resolution {
             offer: AlpnOffer::Both,
             seed: 0,
             ech: false,
+            https_wait: Duration::ZERO,
         }
     }
 
     /// The same aggregation for an ECH-capable client: services keep their `ech`
     /// configuration, and when every compatible service has one the client is SVCB-reliant
     /// (draft-ietf-tls-esni "Disabling fallback"): the origin's own addresses, which would be
-    /// reached without ECH, are not used.
+    /// reached without ECH, are not used. An ECH-capable client sends no ClientHello before
+    /// SVCB resolution has finished (draft-ietf-tls-esni, "Performance optimizations"): so the
+    /// Resolution Delay alone does not move the race on while an HTTPS query is pending;
+    /// `https_wait` after the first positive answer does, and the HTTPS query then counts as
+    /// failed.
     #[must_use]
-    pub fn ech_capable(mut self, ech: bool) -> Self {
+    pub fn ech_capable(mut self, ech: bool, https_wait: Duration) -> Self {
         self.ech = ech;
+        self.https_wait = https_wait;
         self
+    }
+
+    /// Whether an HTTPS query of the alias chain is still unanswered.
+    fn https_pending(&self) -> bool {
+        self.names.iter().any(|s| s.state[0] == QueryState::Pending)
+    }
+
+    /// How long after the first positive answer condition set 2 of the move-on rule holds:
+    /// the Resolution Delay, or for an ECH-capable client with an HTTPS query pending, the
+    /// HTTPS wait (whichever is longer).
+    fn move_on_delay(&self) -> Duration {
+        if self.ech && self.https_pending() {
+            self.resolution_delay.max(self.https_wait)
+        } else {
+            self.resolution_delay
+        }
     }
 
     /// Whether every compatible service carries ECH, so that no fallback without it is made.
@@ -701,7 +726,7 @@ impl Resolution {
                 )
             });
         // Service resolution is done when no HTTPS query of the alias chain is pending.
-        let https_done = self.names.iter().all(|s| s.state[0] != QueryState::Pending);
+        let https_done = !self.https_pending();
         // Our reading where the profile is silent: when the first service's addresses come
         // from a TargetName of its own and it has no hint, its preferred-family answer is
         // awaited too (still bounded by the Resolution Delay), so the origin's fallback
@@ -712,7 +737,19 @@ impl Resolution {
                 || self.names[s.name].state[idx(pref_kind)] != QueryState::Pending
         });
         let set1 = pref_answered && https_done && top_ready;
-        let set2 = now >= first + self.resolution_delay;
+        let set2 = now >= first + self.move_on_delay();
+        if set2 && !set1 && self.ech && self.https_pending() {
+            // The HTTPS wait is over: SVCB resolution has failed, as far as this race goes.
+            for s in &mut self.names {
+                if s.state[0] == QueryState::Pending {
+                    s.state[0] = QueryState::Abandoned;
+                }
+            }
+            self.skip(
+                "HTTPS query",
+                "no answer within the HTTPS wait; connecting without ECH",
+            );
+        }
         self.moved_on = set1 || set2;
         self.moved_on
     }
@@ -722,7 +759,7 @@ impl Resolution {
         if self.moved_on {
             return None;
         }
-        self.first_positive_at.map(|t| t + self.resolution_delay)
+        self.first_positive_at.map(|t| t + self.move_on_delay())
     }
 
     /// Whether the race may connect (the last [`Resolution::poll`] said so).

@@ -136,7 +136,7 @@ fn scenarios() -> Vec<Scenario> {
         both(Scenario::https())
             .tune(|p| p.win_at = WinAt::Tcp)
             .behave(v6, Behaviour::Ok { tcp: 20, tls: 500 })
-            .abandon_at(100),
+            .abandon_at(300),
         // TlsOwner → Failed: the deadline passes during the owner's TLS handshake.
         both(Scenario::https())
             .tune(|p| p.win_at = WinAt::Tcp)
