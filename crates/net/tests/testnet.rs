@@ -35,6 +35,8 @@ use fastfallback_testnet::{
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const NAME: &str = "origin.test";
+/// The public name of the ECH configurations the tests publish (the certificate covers it).
+const PUBLIC_NAME: &str = "public.test";
 const PORT: u16 = 80;
 const TLS_PORT: u16 = 443;
 const RTT: Duration = Duration::from_millis(20);
@@ -80,7 +82,10 @@ fn network(test: &str) -> Option<Net> {
     let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let net = or_skip(
         test,
-        TestNet::builder().servers(4).tls_names(&[NAME]).build(),
+        TestNet::builder()
+            .servers(4)
+            .tls_names(&[NAME, PUBLIC_NAME])
+            .build(),
     )?;
     net.set_dns(
         NAME,
@@ -728,6 +733,177 @@ fn an_https_alias_is_followed_to_the_targets_service_and_port() {
             .any(|q| q.kind == QueryKind::Https && q.name.as_deref() == Some("cdn.test")),
         "{report}"
     );
+}
+
+/// One TLS contact with `https://origin.test` under `policy`.
+fn tls_contact(net: &TestNet, policy: FallbackPolicy) -> Result<RaceReport, ConnectError> {
+    net.block_on_client(async {
+        let conn = connector(net, policy)
+            .connect(&format!("https://{NAME}"))
+            .await?;
+        Ok(conn.into_parts().1)
+    })
+}
+
+#[test]
+fn an_https_answer_inside_the_resolution_delay_is_waited_for() {
+    // T35 on the wire: the address answers come at once, the HTTPS answer 25 ms later; the
+    // race waits for it (not the whole 50 ms Resolution Delay), then offers h2 and http/1.1.
+    let Some(net) = network("an_https_answer_inside_the_resolution_delay_is_waited_for") else {
+        return;
+    };
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![HttpsSpec::service(1).alpn(["h2"])],
+            https_delay: Duration::from_millis(25),
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v6(0)], TLS_PORT);
+    let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
+    let first = &report.attempts[0];
+    assert_eq!(first.route, SocketAddr::new(v6(0), TLS_PORT), "{report}");
+    assert_near("start after the HTTPS answer", first.started.ms(), 25.0);
+    assert!(first.plan.ends_with("[h2, http/1.1]"), "{report}");
+    assert_eq!(
+        report.alpn.as_ref().map(ToString::to_string).as_deref(),
+        Some("h2")
+    );
+}
+
+#[test]
+fn hints_give_way_to_the_real_answers_and_a_withdrawn_hint_is_never_tried() {
+    // T37 on the wire: the hints come at 10 ms, the real answers at 200 ms. The IPv4 hint
+    // would answer, so trying it would show; it is withdrawn untried.
+    let Some(net) =
+        network("hints_give_way_to_the_real_answers_and_a_withdrawn_hint_is_never_tried")
+    else {
+        return;
+    };
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![
+                HttpsSpec::service(1)
+                    .alpn(["h2"])
+                    .ipv6hint([server_v6(3)])
+                    .ipv4hint([server_v4(3)]),
+            ],
+            https_delay: Duration::from_millis(10),
+            aaaa_delay: Duration::from_millis(200),
+            a_delay: Duration::from_millis(200),
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v4(0), v4(3), v6(3)], TLS_PORT);
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(3))),
+        Rule::blackhole(Match::Addr(v6(0))),
+    ]);
+    let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
+    let routes: Vec<IpAddr> = report.attempts.iter().map(|a| a.route.ip()).collect();
+    assert_eq!(routes, [v6(3), v4(0)], "{report}");
+    assert_near("hint start", report.attempts[0].started.ms(), 10.0);
+    assert_near("real IPv4 start", report.attempts[1].started.ms(), 260.0);
+    assert_eq!(report.winner, Some(report.attempts[1].id), "{report}");
+    assert!(
+        net.syns().iter().all(|(_, d)| d.ip() != v4(3)),
+        "{:?}",
+        net.syns()
+    );
+}
+
+#[test]
+fn a_record_with_only_an_unsupported_alpn_is_ignored_on_the_wire() {
+    // T39 on the wire: `alpn=h3 no-default-alpn` is nothing this TCP client speaks; the
+    // record set counts as empty and its hint never sees a packet.
+    let Some(net) = network("a_record_with_only_an_unsupported_alpn_is_ignored_on_the_wire") else {
+        return;
+    };
+    let mut h3_only = HttpsSpec {
+        target: "svc1.test".into(),
+        ..HttpsSpec::service(1)
+    }
+    .alpn(["h3"])
+    .ipv6hint([server_v6(2)]);
+    h3_only.no_default_alpn = true;
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![h3_only],
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v6(0), v6(2)], TLS_PORT);
+    let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
+    assert_eq!(report.attempts.len(), 1, "{report}");
+    assert_eq!(report.attempts[0].route.ip(), v6(0), "{report}");
+    assert!(net.syns().iter().all(|(_, d)| d.ip() != v6(2)));
+    assert_eq!(
+        net.dns_queries("svc1.test").aaaa,
+        0,
+        "an incompatible record's target"
+    );
+}
+
+#[test]
+fn an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech() {
+    // T41 and T42 on the wire, as far as servers without ECH allow. The HTTPS answer comes
+    // 150 ms after the address answers and carries `ech`: no SYN (so no ClientHello) before
+    // it. Both endpoints belong to that record, both reject ECH (these servers answer the
+    // outer ClientHello, for the public name), and the race fails with that reason, with no
+    // attempt without ECH.
+    let Some(net) =
+        network("an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech")
+    else {
+        return;
+    };
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa: vec![server_v6(0)],
+            a: vec![server_v4(0)],
+            https: vec![
+                HttpsSpec::service(1)
+                    .alpn(["h2"])
+                    .ech(fastfallback_testnet::ech_config_list(PUBLIC_NAME)),
+            ],
+            https_delay: Duration::from_millis(150),
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v6(0), v4(0)], TLS_PORT);
+    let t0 = std::time::Instant::now();
+    let err = tls_contact(&net, FallbackPolicy::default()).unwrap_err();
+    let ConnectError::Race(failure) = err else {
+        panic!("a race failure, not {err:?}");
+    };
+    let report = &failure.report;
+    assert!(
+        failure
+            .error
+            .to_string()
+            .contains("rejected Encrypted Client Hello"),
+        "{}",
+        failure.error
+    );
+    let plans: Vec<&str> = report.attempts.iter().map(|a| a.plan.as_str()).collect();
+    assert_eq!(plans.len(), 2, "{report}");
+    assert!(plans.iter().all(|p| p.ends_with("with ECH")), "{report}");
+    assert!(
+        report.attempts[0].started.ms() >= 149.0,
+        "started before the HTTPS answer
+{report}"
+    );
+    let first_syn = net.syns()[0].0.duration_since(t0).as_secs_f64() * 1e3;
+    assert!(first_syn >= 149.0, "first SYN at {first_syn} ms");
 }
 
 #[test]

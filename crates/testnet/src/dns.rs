@@ -76,7 +76,8 @@ pub struct DnsZone {
 }
 
 /// One HTTPS (SVCB) record (RFC 9460). Its SvcParams are sent in ascending key order:
-/// alpn, port, ipv4hint, ech, ipv6hint; empty lists and `None` are left out.
+/// alpn, no-default-alpn, port, ipv4hint, ech, ipv6hint; empty lists, `false` and `None` are
+/// left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpsSpec {
     /// SvcPriority: 0 is AliasMode, 1 and up ServiceMode.
@@ -85,6 +86,8 @@ pub struct HttpsSpec {
     pub target: String,
     /// ALPN ids (`alpn` param), e.g. `["h2", "http/1.1"]`.
     pub alpn: Vec<String>,
+    /// The `no-default-alpn` param.
+    pub no_default_alpn: bool,
     /// Alternative port (`port` param).
     pub port: Option<u16>,
     /// IPv4 address hints (`ipv4hint` param).
@@ -156,6 +159,9 @@ impl HttpsSpec {
                 SvcParamKey::Alpn,
                 SvcParamValue::Alpn(Alpn(self.alpn.clone())),
             ));
+        }
+        if self.no_default_alpn {
+            params.push((SvcParamKey::NoDefaultAlpn, SvcParamValue::NoDefaultAlpn));
         }
         if let Some(port) = self.port {
             params.push((SvcParamKey::Port, SvcParamValue::Port(port)));

@@ -346,6 +346,7 @@ fn dns_answers_each_type_after_its_own_delay() {
                 priority: 1,
                 target: ".".into(),
                 alpn: vec!["h2".into(), "http/1.1".into()],
+                no_default_alpn: false,
                 port: Some(8443),
                 ipv4hint: vec![server_v4(0)],
                 ipv6hint: vec![server_v6(0)],
