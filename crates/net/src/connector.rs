@@ -1007,6 +1007,8 @@ impl AfterTcp {
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
     Tcp(StepFuture<Transport>),
+    /// TCP is done and the plan holds TLS until the race says [`Output::ResumeAttempt`].
+    Held(Option<Transport>),
     Tls(StepFuture<(Stream, Option<Alpn>)>),
 }
 
@@ -1266,6 +1268,7 @@ fn tls_follow_up(
             config: step.config + 1,
             ..(**step).clone()
         })),
+        hold_tls: false,
         attempt: plan.attempt + 1,
     })
 }
@@ -1510,6 +1513,7 @@ impl Race {
                         let transport = f.await.ok()?;
                         after?.run(transport).await.ok()
                     }
+                    Step::Held(transport) => after?.run(transport?).await.ok(),
                     Step::Tls(f) => f.await.ok(),
                 }
             };
@@ -1521,6 +1525,21 @@ impl Race {
                 }
             }));
         }
+    }
+
+    /// Starts what follows TCP for running attempt `i`: the tunnel and TLS of its plan.
+    fn start_after_tcp(&mut self, i: usize, transport: Transport) {
+        let Some(finder) = self.finder.as_deref() else {
+            return;
+        };
+        let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
+        let id = self.running[i].id;
+        if after.tls.is_some()
+            && let Some(l) = self.listeners()
+        {
+            l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
+        }
+        self.running[i].step = Step::Tls(Box::pin(after.run(transport)));
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
@@ -1616,6 +1635,16 @@ impl Race {
                 if self.finished.as_ref().is_some_and(|(f, ..)| *f == id) {
                     self.finished = None;
                 }
+            }
+            Output::ResumeAttempt { id, plan } => {
+                let i = self.running.iter().position(|r| r.id == id)?;
+                let Step::Held(transport) = &mut self.running[i].step else {
+                    return None;
+                };
+                let transport = transport.take()?;
+                tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
+                self.running[i].plan = plan;
+                self.start_after_tcp(i, transport);
             }
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
@@ -1745,6 +1774,8 @@ impl Race {
                         return Poll::Ready(Wake::Tls(i, res));
                     }
                 }
+                // Parked: nothing to poll until the race resumes it.
+                Step::Held(_) => {}
             }
         }
         if armed && sleep.poll(cx).is_ready() {
@@ -1809,16 +1840,12 @@ impl Race {
                         .handle_attempt(id, AttemptEvent::Connected(None), t);
                     return;
                 }
-                let Some(finder) = self.finder.as_deref() else {
-                    return;
-                };
-                let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
-                if after.tls.is_some()
-                    && let Some(l) = self.listeners()
-                {
-                    l.call(|| CallEvent::SecureConnectStart { attempt: id.get() });
+                if plan.hold_tls {
+                    // No ClientHello yet: the race resumes it once the HTTPS answer is in.
+                    self.running[i].step = Step::Held(Some(transport));
+                } else {
+                    self.start_after_tcp(i, transport);
                 }
-                self.running[i].step = Step::Tls(Box::pin(after.run(transport)));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::TcpConnected, t);
             }

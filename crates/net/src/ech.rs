@@ -163,6 +163,7 @@ pub(crate) fn follow_up(plan: &ConnectPlan, error: &AttemptError) -> Option<Conn
             ech_retry: true,
             ..(**step).clone()
         })),
+        hold_tls: false,
         attempt: plan.attempt + 1,
     })
 }

@@ -236,7 +236,7 @@ impl AttemptOutcome {
     fn of(state: &AttemptState) -> Self {
         match state {
             AttemptState::Connecting => Self::InFlight(Phase::Tcp),
-            AttemptState::Securing => Self::InFlight(Phase::Tls),
+            AttemptState::Securing | AttemptState::Held => Self::InFlight(Phase::Tls),
             AttemptState::Won => Self::Won,
             AttemptState::Failed(e) => Self::Failed(e.clone()),
             AttemptState::FollowedUp => Self::FollowedUp,
@@ -545,6 +545,7 @@ mod json {
             CancelReason::Deadline => "deadline",
             CancelReason::Evicted => "evicted",
             CancelReason::Abandoned => "abandoned",
+            CancelReason::Withdrawn => "withdrawn",
         }
     }
 }

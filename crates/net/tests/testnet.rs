@@ -854,15 +854,16 @@ fn a_record_with_only_an_unsupported_alpn_is_ignored_on_the_wire() {
 }
 
 #[test]
-fn an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech() {
+fn an_ech_race_holds_the_client_hello_for_the_https_answer_and_never_falls_back_without_ech() {
     // T41 and T42 on the wire, as far as servers without ECH allow. The HTTPS answer comes
-    // 150 ms after the address answers and carries `ech`: no SYN (so no ClientHello) before
-    // it. Both endpoints belong to that record, both reject ECH (these servers answer the
-    // outer ClientHello, for the public name), and the race fails with that reason, with no
+    // 120 ms after the address answers and carries `ech`. TCP starts at the Resolution Delay,
+    // but no TLS byte (the first data segment is the ClientHello) leaves before the answer.
+    // Both endpoints belong to that record, both reject ECH (these servers answer the outer
+    // ClientHello, for the public name), and the race fails with that reason, with no
     // attempt without ECH.
-    let Some(net) =
-        network("an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech")
-    else {
+    let Some(net) = network(
+        "an_ech_race_holds_the_client_hello_for_the_https_answer_and_never_falls_back_without_ech",
+    ) else {
         return;
     };
     net.set_dns(
@@ -875,7 +876,7 @@ fn an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech() {
                     .alpn(["h2"])
                     .ech(fastfallback_testnet::ech_config_list(PUBLIC_NAME)),
             ],
-            https_delay: Duration::from_millis(150),
+            https_delay: Duration::from_millis(120),
             ..DnsZone::default()
         },
     );
@@ -897,13 +898,26 @@ fn an_ech_race_waits_for_the_https_answer_and_never_falls_back_without_ech() {
     let plans: Vec<&str> = report.attempts.iter().map(|a| a.plan.as_str()).collect();
     assert_eq!(plans.len(), 2, "{report}");
     assert!(plans.iter().all(|p| p.ends_with("with ECH")), "{report}");
-    assert!(
-        report.attempts[0].started.ms() >= 149.0,
-        "started before the HTTPS answer
-{report}"
+    assert_near(
+        "TCP at the Resolution Delay",
+        report.attempts[0].started.ms(),
+        50.0,
     );
-    let first_syn = net.syns()[0].0.duration_since(t0).as_secs_f64() * 1e3;
-    assert!(first_syn >= 149.0, "first SYN at {first_syn} ms");
+    let https_at = report.queries[0].answered.expect("the HTTPS answer").ms();
+    let first_data = net
+        .log()
+        .iter()
+        .find(|e| {
+            e.dir == fastfallback_testnet::Dir::ClientToServer
+                && e.dst.port() == TLS_PORT
+                && e.flags & fastfallback_testnet::flags::PSH != 0
+        })
+        .map(|e| e.at.duration_since(t0).as_secs_f64() * 1e3)
+        .expect("a ClientHello on the wire");
+    assert!(
+        first_data >= https_at,
+        "ClientHello at {first_data:.1} ms, HTTPS answer at {https_at:.1} ms\n{report}"
+    );
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!   start ──▶ Connecting ──TcpConnected──▶ Securing ──Connected──▶ Won
+//!                 │  │     (held plan) └──▶ Held ──HTTPS answer──▶ Securing
 //!                 │  └────────Connected (plan without TLS)────────▶ Won
 //!                 │                            │
 //!                 ├──────── Failed ────────────┴──────────────────▶ Failed
@@ -23,6 +24,9 @@ pub enum AttemptState {
     Connecting,
     /// In flight: TCP connected, the TLS handshake is running.
     Securing,
+    /// In flight: TCP connected, TLS held until the HTTPS answer is in
+    /// ([`crate::ConnectPlan::hold_tls`]).
+    Held,
     /// It won the race.
     Won,
     /// It failed.
@@ -41,13 +45,13 @@ pub enum AttemptState {
 impl AttemptState {
     /// Whether the attempt is still running.
     pub fn in_flight(&self) -> bool {
-        matches!(self, Self::Connecting | Self::Securing)
+        matches!(self, Self::Connecting | Self::Securing | Self::Held)
     }
 
     /// The step a running attempt is in: TCP until its handshake completes, then TLS.
     pub(crate) fn step(&self) -> Phase {
         match self {
-            Self::Securing => Phase::Tls,
+            Self::Securing | Self::Held => Phase::Tls,
             _ => Phase::Tcp,
         }
     }

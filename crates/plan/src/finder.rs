@@ -178,6 +178,9 @@ struct Endpoint {
     /// Which TLS step its attempts take: 0 the race's own, `n` the `n`-th of
     /// `FastFallbackExchangeFinder::ech_steps` (its service's ECH configuration).
     tls_variant: u16,
+    /// Whether the current answers still list it (an attempted endpoint stays in the list
+    /// after its answer is withdrawn, HEv3 §7, but is no longer listed).
+    listed: bool,
 }
 
 impl Orderable for Endpoint {
@@ -474,6 +477,7 @@ impl FastFallbackExchangeFinder {
                 }
                 self.sync_endpoints();
                 self.try_move_on(now);
+                self.resume_held(now);
             }
             // The DNS tail: the answer is taken (the query is no longer pending) and starts
             // nothing, follow-up queries included. Caching it is the resolver's job.
@@ -592,6 +596,10 @@ impl FastFallbackExchangeFinder {
                 // Firing opens the start gate; the next poll starts the attempt.
                 Timer::NextAttempt => {}
                 Timer::DnsTail => self.cancel_queries(),
+                Timer::HttpsWait => {
+                    self.resolution.give_up_https();
+                    self.resume_held(now);
+                }
             }
         }
         self.rearm();
@@ -783,6 +791,11 @@ impl FastFallbackExchangeFinder {
             _ => None,
         };
         self.timers.set(Timer::ResolutionDelay, rd);
+        let https_wait = self
+            .resolution
+            .https_wait_deadline()
+            .filter(|_| running && !matches!(self.phase, RacePhase::Won { .. }));
+        self.timers.set(Timer::HttpsWait, https_wait);
         let next =
             (self.phase == RacePhase::Racing && self.has_candidate()).then(|| self.launch_gate());
         self.timers.set(Timer::NextAttempt, next);
@@ -845,10 +858,14 @@ impl FastFallbackExchangeFinder {
                     changed |= e.group != group;
                     e.group = group;
                     e.tls_variant = variant;
+                    e.listed = true;
                     true
                 }
                 // HEv3 §7: an attempted endpoint keeps its place; an untried one goes.
-                None => e.tried,
+                None => {
+                    e.listed = false;
+                    e.tried
+                }
             }
         });
         changed |= before != self.endpoints.len();
@@ -863,6 +880,7 @@ impl FastFallbackExchangeFinder {
                 tried: false,
                 group,
                 tls_variant,
+                listed: true,
             });
             changed = true;
         }
@@ -1010,15 +1028,12 @@ impl FastFallbackExchangeFinder {
                     logical: e.logical,
                     proxy: self.address.proxy_shared().cloned(),
                 };
-                let tls = match e.tls_variant {
-                    0 => self.tls.clone(),
-                    n => self
-                        .ech_steps
-                        .get(usize::from(n) - 1)
-                        .cloned()
-                        .or_else(|| self.tls.clone()),
-                };
-                ConnectPlan::new(route, tls)
+                let variant = e.tls_variant;
+                let mut plan = ConnectPlan::new(route, self.tls_for(variant));
+                // No ClientHello before SVCB resolution has finished (draft-ietf-tls-esni;
+                // HEv3 §6.1 R-34): TCP may go ahead, TLS waits for the HTTPS answer.
+                plan.hold_tls = plan.tls.is_some() && self.resolution.holds_tls();
+                plan
             }
         };
         let id = match self.attempts.last() {
@@ -1054,6 +1069,54 @@ impl FastFallbackExchangeFinder {
         };
         self.out.push_back(Output::StartAttempt { id, plan });
         true
+    }
+
+    /// The TLS step for an endpoint's `tls_variant`.
+    fn tls_for(&self, variant: u16) -> Option<Arc<TlsStep>> {
+        match variant {
+            0 => self.tls.clone(),
+            n => self
+                .ech_steps
+                .get(usize::from(n) - 1)
+                .cloned()
+                .or_else(|| self.tls.clone()),
+        }
+    }
+
+    /// Lets held attempt `i` go on to TLS with its endpoint's step as the answers now say
+    /// (with ECH if its service has it), or cancels it if its endpoint is no longer listed:
+    /// a pre-connection is used only if it is consistent with a record (RFC 9460 §5.1).
+    fn resume(&mut self, i: usize, now: Instant) {
+        let target = self.attempts[i].plan.route.target;
+        let Some(variant) = self
+            .endpoints
+            .iter()
+            .find(|e| e.target == target && e.listed)
+            .map(|e| e.tls_variant)
+        else {
+            self.cancel(i, CancelReason::Withdrawn, now);
+            return;
+        };
+        let tls = self.tls_for(variant);
+        let a = &mut self.attempts[i];
+        a.plan.tls = tls;
+        a.plan.hold_tls = false;
+        a.state = AttemptState::Securing;
+        let (id, plan) = (a.id, a.plan.clone());
+        self.out.push_back(Output::ResumeAttempt { id, plan });
+    }
+
+    /// Resumes every held attempt whose TCP handshake is done, once no HTTPS answer is
+    /// awaited any more.
+    fn resume_held(&mut self, now: Instant) {
+        if self.resolution.holds_tls() {
+            return;
+        }
+        for i in 0..self.attempts.len() {
+            if self.attempts[i].state == AttemptState::Held {
+                self.resume(i, now);
+            }
+        }
     }
 
     /// The TLS step every attempt of this race shares, for TLS origins.
@@ -1102,8 +1165,15 @@ impl FastFallbackExchangeFinder {
         if self.attempts[i].plan.tls.is_none() {
             return;
         }
-        self.attempts[i].state = AttemptState::Securing;
         let id = self.attempts[i].id;
+        if self.attempts[i].plan.hold_tls {
+            self.attempts[i].state = AttemptState::Held;
+            if !self.resolution.holds_tls() {
+                self.resume(i, now);
+            }
+        } else {
+            self.attempts[i].state = AttemptState::Securing;
+        }
         match self.policy.win_at {
             WinAt::Tcp => {
                 // OkHttp R6: the TCP winner does TLS alone; the others stop now.
@@ -1146,9 +1216,10 @@ impl FastFallbackExchangeFinder {
                 format!("no answer within {:?}", self.policy.attempt_timeout),
             ),
             CancelReason::Deadline => (AttemptErrorKind::TimedOut, reason.to_string()),
-            CancelReason::LostRace | CancelReason::Evicted | CancelReason::Abandoned => {
-                (AttemptErrorKind::Cancelled, reason.to_string())
-            }
+            CancelReason::LostRace
+            | CancelReason::Evicted
+            | CancelReason::Abandoned
+            | CancelReason::Withdrawn => (AttemptErrorKind::Cancelled, reason.to_string()),
         };
         if step == Phase::Tcp {
             self.learn(target, now, LessonKind::Unfinished { elapsed });

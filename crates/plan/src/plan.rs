@@ -49,6 +49,7 @@ pub struct TlsStep {
 ///         ech_retry: false,
 ///     })),
 ///     attempt: 0,
+///     hold_tls: false,
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
 /// assert_eq!(plan.retry().attempt, 0);
@@ -63,6 +64,13 @@ pub struct ConnectPlan {
     pub tls: Option<Arc<TlsStep>>,
     /// How many follow-ups led to this plan (0 for a first plan; OkHttp's `attempt`).
     pub attempt: u32,
+    /// Whether the driver stops after TCP and waits for [`Output::ResumeAttempt`] before the
+    /// tunnel and TLS: set while an ECH-capable race still waits for its HTTPS answer, so
+    /// that the TCP handshake may go ahead but no ClientHello is sent before SVCB resolution
+    /// has finished (draft-ietf-tls-esni; HEv3 §6.1 R-34, RFC 9460 §5.1).
+    ///
+    /// [`Output::ResumeAttempt`]: fastfallback_proto::Output::ResumeAttempt
+    pub hold_tls: bool,
 }
 
 impl ConnectPlan {
@@ -80,6 +88,7 @@ impl ConnectPlan {
             tunnel,
             tls,
             attempt: 0,
+            hold_tls: false,
         }
     }
 }

@@ -23,13 +23,18 @@ pub enum Timer {
     /// The end of the DNS tail after a win (HEv3 §6: keep taking answers for about a second).
     /// Firing abandons the queries still pending.
     DnsTail,
+    /// The end of the HTTPS wait of an ECH-capable race (`FallbackPolicy::https_wait` after
+    /// the first positive answer), while an HTTPS answer is pending. Firing gives up on it,
+    /// and held attempts go on without ECH.
+    HttpsWait,
 }
 
 impl Timer {
     /// Every kind, in firing order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Deadline,
         Self::AttemptTimeout,
+        Self::HttpsWait,
         Self::ResolutionDelay,
         Self::NextAttempt,
         Self::DnsTail,
@@ -42,6 +47,7 @@ impl Timer {
             Self::ResolutionDelay => 2,
             Self::NextAttempt => 3,
             Self::DnsTail => 4,
+            Self::HttpsWait => 5,
         }
     }
 }
@@ -49,7 +55,7 @@ impl Timer {
 /// One optional deadline per [`Timer`].
 #[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
 pub(crate) struct TimerTable {
-    at: [Option<Instant>; 5],
+    at: [Option<Instant>; 6],
 }
 
 impl TimerTable {
@@ -62,7 +68,7 @@ impl TimerTable {
     }
 
     pub(crate) fn stop_all(&mut self) {
-        self.at = [None; 5];
+        self.at = [None; 6];
     }
 
     /// The earliest deadline, if any timer is armed.
@@ -72,11 +78,11 @@ impl TimerTable {
 
     /// Disarms and returns every timer that has expired at `now`, in firing order.
     pub(crate) fn expire(&mut self, now: Instant) -> impl Iterator<Item = Timer> + use<> {
-        let mut fired = [None; 5];
-        for t in Timer::ALL {
+        let mut fired = [None; 6];
+        for (k, t) in Timer::ALL.into_iter().enumerate() {
             if self.get(t).is_some_and(|at| at <= now) {
                 self.set(t, None);
-                fired[t.index()] = Some(t);
+                fired[k] = Some(t);
             }
         }
         fired.into_iter().flatten()

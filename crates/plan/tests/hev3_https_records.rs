@@ -50,27 +50,29 @@ fn silent_https_query_waits_only_for_the_resolution_delay() {
 }
 
 #[test]
-fn an_ech_capable_client_waits_for_a_silent_https_query_up_to_the_https_wait() {
-    // E-02 / R-34: no ClientHello before SVCB resolution has finished. The default HTTPS
-    // wait (150 ms after the first positive answer at 20) bounds it; then the HTTPS query
-    // counts as failed, with a reason, and the race goes without ECH.
+fn an_ech_capable_client_holds_tls_for_a_silent_https_query_up_to_the_https_wait() {
+    // E-02 / R-34: no ClientHello before SVCB resolution has finished. TCP starts at the
+    // Resolution Delay (70) as usual and connects at 90; TLS is held until the HTTPS wait
+    // (150 ms after the first positive answer at 20) ends at 170, then goes without ECH.
     let run = Scenario::https()
         .aaaa(20, &[V6A])
         .a(20, &[V4A])
-        .ok(V6A, 20)
+        .ok_tls(V6A, 20, 10)
         .run();
-    assert_eq!(run.starts(), at(&[(V6A, 170)]), "{}", run.timeline());
-    assert_eq!(run.won(), one(V6A, 190));
-    assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_none());
+    assert_eq!(run.starts(), at(&[(V6A, 70)]), "{}", run.timeline());
+    assert_eq!(run.resumed(), at(&[(V6A, 170)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 180));
+    let plan = &run.attempts[0].plan;
+    assert!(plan.tls.as_ref().unwrap().ech.is_none());
+    assert!(!plan.hold_tls, "the record keeps the plan as resumed");
 }
 
 #[test]
 fn the_client_hello_waits_for_a_late_https_answer_and_then_uses_its_ech() {
-    // T41, as far as this engine goes: the HTTPS answer at 150 carries `ech`. No attempt
-    // (so no ClientHello) starts before it; the first one uses the configuration and wins
-    // (TCP 20 + TLS 30). The profile lets the TCP handshake start at 60 and hold only the
-    // ClientHello (R-40, a MAY); this engine holds the whole attempt, which costs that one
-    // round trip in this case only.
+    // T41 (R-34, R-39, R-40, E-02, E-03, P6): the HTTPS answer at 150 carries `ech`. TCP to
+    // v6a starts at the Resolution Delay (60) and connects at 80; the ClientHello waits for
+    // the answer and goes out at 150 with ECH; TLS takes 30 ms. The TCP handshake moved the
+    // next-attempt deadline to 80 + 250 = 330, so v4a is never attempted.
     let mut r = rr(&[Alpn::H2]);
     r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
     let run = Scenario::https()
@@ -78,10 +80,48 @@ fn the_client_hello_waits_for_a_late_https_answer_and_then_uses_its_ech() {
         .a(10, &[V4A])
         .https_rr(150, vec![r])
         .ok_tls(V6A, 20, 30)
+        .ok(V4A, 20)
         .run();
-    assert_eq!(run.starts(), at(&[(V6A, 150)]), "{}", run.timeline());
-    assert_eq!(run.won(), one(V6A, 200));
+    assert_eq!(run.starts(), at(&[(V6A, 60)]), "{}", run.timeline());
+    assert_eq!(run.tcp_connected(), at(&[(V6A, 80)]), "{}", run.timeline());
+    assert_eq!(run.resumed(), at(&[(V6A, 150)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 180));
     assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
+}
+
+#[test]
+fn a_held_attempt_whose_endpoint_the_https_answer_withdraws_is_cancelled() {
+    // RFC 9460 §5.1: a pre-connection is used only if it is consistent with a record. The
+    // HTTPS answer makes the race SVCB-reliant on svc.example (every record has `ech`), so
+    // the origin's address, held after TCP, is withdrawn; the service's address goes next.
+    let mut r = rr(&[Alpn::H2]);
+    r.target = "svc.example".into();
+    r.ipv6hint = vec![V6B.parse().unwrap()];
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let run = Scenario::https()
+        .aaaa(10, &[V6A])
+        .a(10, &[])
+        .https_rr(150, vec![r])
+        .ok_tls(V6A, 20, 30)
+        .ok_tls(V6B, 20, 30)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 60), (V6B, 150)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.cancelled(), at(&[(V6A, 150)]), "{}", run.timeline());
+    let reason = run.attempts[0].error().map(|e| e.to_string());
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.contains("left the DNS answers")),
+        "{reason:?}"
+    );
+    assert_eq!(run.won(), one(V6B, 200));
+    // The service's attempt started after the answer, so it did not hold.
+    assert!(!run.attempts[1].plan.hold_tls);
 }
 
 #[test]

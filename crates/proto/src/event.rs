@@ -39,6 +39,9 @@ pub enum CancelReason {
     Evicted,
     /// The caller abandoned the race.
     Abandoned,
+    /// Its endpoint left the DNS answers while it waited to start TLS, so it matches no
+    /// record (RFC 9460 §5.1: a pre-connection is used only if it is consistent with one).
+    Withdrawn,
 }
 
 impl fmt::Display for CancelReason {
@@ -49,6 +52,7 @@ impl fmt::Display for CancelReason {
             Self::Deadline => "connect deadline passed",
             Self::Evicted => "evicted to make room for a newer attempt",
             Self::Abandoned => "caller abandoned the race",
+            Self::Withdrawn => "its endpoint left the DNS answers before TLS could start",
         })
     }
 }
@@ -75,6 +79,15 @@ pub enum Output<P> {
         /// The attempt's id.
         id: AttemptId,
         /// What to do.
+        plan: P,
+    },
+    /// Go on with an attempt whose plan held its TLS step after TCP (until the HTTPS answer
+    /// was in): run the rest of `plan`, which replaces the one it started with (its TLS step
+    /// may now carry the ECH configuration that answer brought).
+    ResumeAttempt {
+        /// The attempt.
+        id: AttemptId,
+        /// Its plan, as decided now.
         plan: P,
     },
     /// Stop this attempt now and close everything it opened.

@@ -306,10 +306,9 @@ impl Resolution {
     /// configuration, and when every compatible service has one the client is SVCB-reliant
     /// (draft-ietf-tls-esni "Disabling fallback"): the origin's own addresses, which would be
     /// reached without ECH, are not used. An ECH-capable client sends no ClientHello before
-    /// SVCB resolution has finished (draft-ietf-tls-esni, "Performance optimizations"): so the
-    /// Resolution Delay alone does not move the race on while an HTTPS query is pending;
-    /// `https_wait` after the first positive answer does, and the HTTPS query then counts as
-    /// failed.
+    /// SVCB resolution has finished (draft-ietf-tls-esni, "Performance optimizations"): while
+    /// an HTTPS query is pending, attempts hold their TLS step ([`Self::holds_tls`]), for at
+    /// most `https_wait` after the first positive answer ([`Self::https_wait_deadline`]).
     #[must_use]
     pub fn ech_capable(mut self, ech: bool, https_wait: Duration) -> Self {
         self.ech = ech;
@@ -322,14 +321,37 @@ impl Resolution {
         self.names.iter().any(|s| s.state[0] == QueryState::Pending)
     }
 
-    /// How long after the first positive answer condition set 2 of the move-on rule holds:
-    /// the Resolution Delay, or for an ECH-capable client with an HTTPS query pending, the
-    /// HTTPS wait (whichever is longer).
-    fn move_on_delay(&self) -> Duration {
-        if self.ech && self.https_pending() {
-            self.resolution_delay.max(self.https_wait)
-        } else {
-            self.resolution_delay
+    /// Whether an attempt started now must hold its TLS step: the client is ECH-capable and
+    /// an HTTPS answer is still pending.
+    pub fn holds_tls(&self) -> bool {
+        self.ech && self.https_pending()
+    }
+
+    /// When an ECH-capable race stops waiting for its HTTPS answer: `https_wait` after the
+    /// first positive answer (never before the Resolution Delay ends), while one is pending.
+    pub fn https_wait_deadline(&self) -> Option<Instant> {
+        let wait = self.https_wait.max(self.resolution_delay);
+        self.first_positive_at
+            .filter(|_| self.holds_tls())
+            .map(|t| t + wait)
+    }
+
+    /// Gives up on the pending HTTPS answer (the HTTPS wait is over): SVCB resolution has
+    /// failed as far as this race goes, and held attempts go on without ECH. A later answer is
+    /// still taken (HEv3 §7) for the endpoints not tried yet.
+    pub fn give_up_https(&mut self) {
+        let mut gave_up = false;
+        for s in &mut self.names {
+            if s.state[0] == QueryState::Pending {
+                s.state[0] = QueryState::Abandoned;
+                gave_up = true;
+            }
+        }
+        if gave_up {
+            self.skip(
+                "HTTPS query",
+                "no answer within the HTTPS wait; TLS went ahead without ECH",
+            );
         }
     }
 
@@ -737,19 +759,7 @@ impl Resolution {
                 || self.names[s.name].state[idx(pref_kind)] != QueryState::Pending
         });
         let set1 = pref_answered && https_done && top_ready;
-        let set2 = now >= first + self.move_on_delay();
-        if set2 && !set1 && self.ech && self.https_pending() {
-            // The HTTPS wait is over: SVCB resolution has failed, as far as this race goes.
-            for s in &mut self.names {
-                if s.state[0] == QueryState::Pending {
-                    s.state[0] = QueryState::Abandoned;
-                }
-            }
-            self.skip(
-                "HTTPS query",
-                "no answer within the HTTPS wait; connecting without ECH",
-            );
-        }
+        let set2 = now >= first + self.resolution_delay;
         self.moved_on = set1 || set2;
         self.moved_on
     }
@@ -759,7 +769,7 @@ impl Resolution {
         if self.moved_on {
             return None;
         }
-        self.first_positive_at.map(|t| t + self.move_on_delay())
+        self.first_positive_at.map(|t| t + self.resolution_delay)
     }
 
     /// Whether the race may connect (the last [`Resolution::poll`] said so).

@@ -50,6 +50,15 @@ pub enum Event {
         /// What it does.
         plan: String,
     },
+    /// A held attempt went on to TLS (the HTTPS answer was in).
+    AttemptResumed {
+        /// When.
+        t: u64,
+        /// Which.
+        id: AttemptId,
+        /// What it does now.
+        plan: String,
+    },
     /// An attempt's TCP handshake finished.
     TcpConnected {
         /// When.
@@ -101,6 +110,7 @@ impl fmt::Display for Event {
             Self::DnsCancelled { t, query } => write!(f, "{t:>6} ms  {query} query abandoned"),
             Self::AttemptStart { t, id, plan, .. } => write!(f, "{t:>6} ms  start {id} {plan}"),
             Self::TcpConnected { t, id } => write!(f, "{t:>6} ms  {id} tcp connected"),
+            Self::AttemptResumed { t, id, plan } => write!(f, "{t:>6} ms  {id} resumed: {plan}"),
             Self::AttemptFailed { t, id, error } => write!(f, "{t:>6} ms  {id} failed: {error}"),
             Self::AttemptCancelled { t, id, reason } => {
                 write!(f, "{t:>6} ms  {id} cancelled: {reason}")
@@ -167,6 +177,8 @@ pub struct Player<'a> {
     queue: BTreeMap<(u64, u64), Input>,
     seq: u64,
     pending_answers: Vec<(u64, Query, DnsAnswer)>,
+    /// What held attempts do once resumed: each event with its delay after the resume.
+    held: HashMap<AttemptId, Vec<(u64, Input)>>,
     per_addr: HashMap<IpAddr, usize>,
     open: HashMap<AttemptId, bool>,
     events: Vec<Event>,
@@ -206,6 +218,7 @@ impl<'a> Player<'a> {
                 .iter()
                 .map(|(t, k, a)| (t + scenario.start_at, k.clone(), a.clone()))
                 .collect(),
+            held: HashMap::new(),
             per_addr: HashMap::new(),
             open: HashMap::new(),
             events: Vec::new(),
@@ -379,11 +392,37 @@ impl<'a> Player<'a> {
                         .cloned()
                         .unwrap_or(Behaviour::Drop);
                     *n += 1;
-                    for (t, input) in schedule(now, id, &plan, b) {
+                    let mut events = schedule(now, id, &plan, b);
+                    if plan.hold_tls {
+                        // TCP as scripted; the rest waits for the resume, keeping its timing
+                        // relative to the TCP handshake.
+                        let tcp_at = events.iter().find_map(|(t, i)| {
+                            matches!(i, Input::Attempt(_, AttemptEvent::TcpConnected)).then_some(*t)
+                        });
+                        if let Some(tcp_at) = tcp_at {
+                            let later: Vec<(u64, Input)> = events
+                                .extract_if(.., |(t, _)| *t > tcp_at)
+                                .map(|(t, i)| (t - tcp_at, i))
+                                .collect();
+                            self.held.insert(id, later);
+                        }
+                    }
+                    for (t, input) in events {
                         self.push(t, input);
                     }
                 }
+                Output::ResumeAttempt { id, plan } => {
+                    self.events.push(Event::AttemptResumed {
+                        t: now,
+                        id,
+                        plan: plan.to_string(),
+                    });
+                    for (after, input) in self.held.remove(&id).unwrap_or_default() {
+                        self.push(now + after, input);
+                    }
+                }
                 Output::CancelAttempt { id, reason } => {
+                    self.held.remove(&id);
                     self.events
                         .push(Event::AttemptCancelled { t: now, id, reason });
                     self.open.insert(id, false);
@@ -618,6 +657,28 @@ impl Run {
             Event::Failed { t, error } => Some((error, *t)),
             _ => None,
         })
+    }
+
+    /// Held attempts resumed to TLS, as `(address, ms)`, in order.
+    pub fn resumed(&self) -> Vec<(String, u64)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::AttemptResumed { t, id, .. } => Some((self.target_of(*id), *t)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// TCP handshakes that finished, as `(address, ms)`, in order.
+    pub fn tcp_connected(&self) -> Vec<(String, u64)> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TcpConnected { t, id } => Some((self.target_of(*id), *t)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Cancellations as `(address, ms)`, in order.

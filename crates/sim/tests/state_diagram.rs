@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use fastfallback_plan::{AttemptState, RacePhase, WinAt};
-use fastfallback_proto::{AttemptErrorKind, DnsError, QueryKind};
+use fastfallback_proto::{Alpn, AttemptErrorKind, DnsError, HttpsRecord, QueryKind};
 use fastfallback_sim::{Behaviour, Player, Scenario};
 
 fn phase_name(p: RacePhase) -> &'static str {
@@ -26,6 +26,7 @@ fn attempt_name(s: &AttemptState) -> &'static str {
     match s {
         AttemptState::Connecting => "Connecting",
         AttemptState::Securing => "Securing",
+        AttemptState::Held => "Held",
         AttemptState::Won => "Won",
         AttemptState::Failed(_) => "Failed",
         AttemptState::FollowedUp => "FollowedUp",
@@ -34,6 +35,17 @@ fn attempt_name(s: &AttemptState) -> &'static str {
 }
 
 const START: &str = "[*]";
+
+/// A ServiceMode record with `ech`, for `target`.
+fn ech_record(target: &str) -> HttpsRecord {
+    HttpsRecord {
+        priority: 1,
+        target: target.into(),
+        alpn: vec![Alpn::H2],
+        ech: Some(std::sync::Arc::from(&b"an ECHConfigList"[..])),
+        ..Default::default()
+    }
+}
 
 /// Scenarios that between them take every transition.
 fn scenarios() -> Vec<Scenario> {
@@ -137,6 +149,15 @@ fn scenarios() -> Vec<Scenario> {
             .tune(|p| p.win_at = WinAt::Tcp)
             .behave(v6, Behaviour::Ok { tcp: 20, tls: 500 })
             .abandon_at(300),
+        // Connecting → Held → Securing → Won: TLS waits for an HTTPS answer with ECH (T41).
+        both(Scenario::https())
+            .https_rr(150, vec![ech_record(".")])
+            .behave(v6, Behaviour::Ok { tcp: 20, tls: 30 }),
+        // Held → Cancelled: the HTTPS answer makes the race SVCB-reliant on another name, so
+        // the held origin address is withdrawn.
+        both(Scenario::https())
+            .https_rr(150, vec![ech_record("svc.example")])
+            .behave(v6, Behaviour::Ok { tcp: 20, tls: 30 }),
         // TlsOwner → Failed: the deadline passes during the owner's TLS handshake.
         both(Scenario::https())
             .tune(|p| p.win_at = WinAt::Tcp)

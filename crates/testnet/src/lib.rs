@@ -472,7 +472,8 @@ impl TestNet {
         *lock(&self.shared.rules) = rules;
     }
 
-    /// The wire's log so far (TCP SYN/RST/FIN segments and packets the wire made).
+    /// The wire's log so far: TCP SYN/RST/FIN segments, the first data segment of each flow
+    /// and direction, and packets the wire made.
     pub fn log(&self) -> Vec<WireEvent> {
         lock(&self.shared.log).clone()
     }

@@ -393,6 +393,8 @@ pub(crate) struct Engine {
     heap: BinaryHeap<Pending>,
     /// Due time of the last packet scheduled per flow.
     flows: HashMap<FlowKey, Instant>,
+    /// Flows whose first data segment is logged already.
+    data_logged: std::collections::HashSet<FlowKey>,
     seq: u64,
 }
 
@@ -403,6 +405,7 @@ impl Engine {
             rng: SplitMix64::new(seed),
             heap: BinaryHeap::new(),
             flows: HashMap::new(),
+            data_logged: std::collections::HashSet::new(),
             seq: 0,
         }
     }
@@ -491,7 +494,11 @@ impl Engine {
             dst: p.dst_sock(),
             proto: p.proto,
         };
-        if p.tcp_flags() & (packet::SYN | packet::RST | packet::FIN) != 0 {
+        let control = p.tcp_flags() & (packet::SYN | packet::RST | packet::FIN) != 0;
+        // The first data segment of each flow and direction is logged too: when a client's
+        // first bytes (a ClientHello, a request) went out.
+        let first_data = !control && p.carries_tcp_data() && self.data_logged.insert(flow);
+        if control || first_data {
             self.log(WireEvent {
                 at: now,
                 dir,
@@ -929,7 +936,7 @@ mod tests {
     }
 
     #[test]
-    fn client_syn_filter_ignores_syn_ack_and_rst() {
+    fn client_syn_filter_ignores_syn_ack_and_rst_and_only_a_flows_first_data_is_logged() {
         let mut e = engine(vec![]);
         let t0 = Instant::now();
         e.handle(
@@ -947,13 +954,16 @@ mod tests {
             Dir::ClientToServer,
             &tcp_packet(sa(C4), sa(S4), 1, 0, RST, &[]),
         );
-        e.handle(
-            t0,
-            Dir::ClientToServer,
-            &tcp_packet(sa(C4), sa(S4), 1, 0, ACK, b"data"),
-        );
+        for _ in 0..3 {
+            e.handle(
+                t0,
+                Dir::ClientToServer,
+                &tcp_packet(sa(C4), sa(S4), 1, 0, ACK, b"data"),
+            );
+        }
         let log = lock(&e.shared.log).clone();
-        assert_eq!(log.len(), 3, "data segments are not logged");
+        assert_eq!(log.len(), 4, "only the flow's first data segment is logged");
+        assert_eq!(log[3].flags, ACK);
         assert_eq!(log.iter().filter(|e| e.is_client_syn()).count(), 1);
     }
 
