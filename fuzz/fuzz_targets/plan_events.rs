@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fastfallback_proto::AttemptErrorKind;
+use fastfallback_proto::{Alpn, AttemptErrorKind, HttpsRecord};
 use fastfallback_sim::{Behaviour, Scenario};
 use libfuzzer_sys::fuzz_target;
 
@@ -43,9 +43,29 @@ fuzz_target!(|data: &[u8]| {
     let v6r: Vec<&str> = v6.iter().map(String::as_str).collect();
     let v4r: Vec<&str> = v4.iter().map(String::as_str).collect();
     s = s.aaaa(u64::from(head[2]) * 3, &v6r).a(u64::from(head[3]) * 3, &v4r);
+    if head[0] & 2 == 2 {
+        // An HTTPS answer, maybe with ECH (so TLS may be held), maybe for another name (so
+        // held attempts to the origin may be withdrawn).
+        let record = HttpsRecord {
+            priority: 1,
+            target: if head[0] & 4 == 4 { "svc.example".into() } else { ".".into() },
+            alpn: vec![Alpn::H2],
+            ipv6hint: v6r.first().map(|a| a.parse().unwrap()).into_iter().collect(),
+            ech: (head[0] & 8 == 8).then(|| std::sync::Arc::from(&b"ech"[..])),
+            ..Default::default()
+        };
+        s = s.https_rr(u64::from(head[0] >> 4) * 20, vec![record]);
+    }
     let run = s.run();
     assert!(run.finished);
     assert!(run.peak_in_flight <= cap);
     assert_eq!(run.past_deadlines, 0);
     assert!(run.attempts.iter().all(|a| !a.in_flight()));
+    // A held attempt wins only after it was resumed, which clears the hold in its record.
+    assert!(
+        run.attempts
+            .iter()
+            .filter(|a| a.state == fastfallback_plan::AttemptState::Won)
+            .all(|a| !a.plan.hold_tls)
+    );
 });

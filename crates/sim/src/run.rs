@@ -396,13 +396,14 @@ impl<'a> Player<'a> {
                     if plan.hold_tls {
                         // TCP as scripted; the rest waits for the resume, keeping its timing
                         // relative to the TCP handshake.
-                        let tcp_at = events.iter().find_map(|(t, i)| {
-                            matches!(i, Input::Attempt(_, AttemptEvent::TcpConnected)).then_some(*t)
+                        let tcp = events.iter().position(|(_, i)| {
+                            matches!(i, Input::Attempt(_, AttemptEvent::TcpConnected))
                         });
-                        if let Some(tcp_at) = tcp_at {
+                        if let Some(k) = tcp {
+                            let tcp_at = events[k].0;
                             let later: Vec<(u64, Input)> = events
-                                .extract_if(.., |(t, _)| *t > tcp_at)
-                                .map(|(t, i)| (t - tcp_at, i))
+                                .drain(k + 1..)
+                                .map(|(t, i)| (t.saturating_sub(tcp_at), i))
                                 .collect();
                             self.held.insert(id, later);
                         }
