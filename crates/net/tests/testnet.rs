@@ -684,6 +684,49 @@ fn service_priority_groups_are_tried_in_order_before_the_origins_own_addresses()
 }
 
 #[test]
+fn services_of_equal_priority_take_turns_going_first() {
+    // T38b on the wire: two services at priority 1, each with a working hint and a port of
+    // its own. Over 40 races (each with its own seed from the connector) each goes first
+    // often; with a fixed connector seed the count is repeatable.
+    let Some(net) = network("services_of_equal_priority_take_turns_going_first") else {
+        return;
+    };
+    let (port_a, port_b) = (8443, 9443);
+    net.set_dns(
+        NAME,
+        DnsZone {
+            https: vec![
+                HttpsSpec::service(1)
+                    .alpn(["h2"])
+                    .port(port_a)
+                    .ipv6hint([server_v6(1)]),
+                HttpsSpec::service(1)
+                    .alpn(["h2"])
+                    .port(port_b)
+                    .ipv6hint([server_v6(2)]),
+            ],
+            ..DnsZone::default()
+        },
+    );
+    serve_h2(&net, &[v6(1)], port_a);
+    serve_h2(&net, &[v6(2)], port_b);
+    let firsts = net.block_on_client(async {
+        let c = connector(&net, FallbackPolicy::default());
+        let mut firsts = Vec::new();
+        for _ in 0..40 {
+            let conn = c.connect(&format!("https://{NAME}")).await.unwrap();
+            firsts.push(conn.report().attempts[0].route.port());
+        }
+        firsts
+    });
+    let a = firsts.iter().filter(|p| **p == port_a).count();
+    assert!(
+        (8..=32).contains(&a),
+        "service A first in {a} of 40 races: {firsts:?}"
+    );
+}
+
+#[test]
 fn an_https_alias_is_followed_to_the_targets_service_and_port() {
     // RFC 9460 §2.4.2 on the wire: origin.test aliases to cdn.test, whose record names port
     // 8443; cdn.test's own AAAA answer carries the address.
