@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use fastfallback_proto::{Alpn, DnsAnswer, Family, HttpsRecord, Instant, Query, QueryKind};
-use fastfallback_route::{AnswerLimits, Connectivity, MAX_ALIAS_CHAIN, Resolution};
+use fastfallback_route::{AnswerLimits, Connectivity, MAX_ALIAS_CHAIN, MAX_TARGET_NAMES, Resolution};
 use libfuzzer_sys::fuzz_target;
 
 fn addresses(data: &[u8]) -> Vec<IpAddr> {
@@ -87,6 +87,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     assert!(r.take_queries().next().is_none(), "follow-ups never end");
+    let names: std::collections::BTreeSet<_> = asked.iter().map(|q| q.name.clone()).collect();
+    assert!(names.len() <= MAX_TARGET_NAMES, "{} names asked about", names.len());
     let https_follow_ups = asked.iter().filter(|q| q.kind == QueryKind::Https).count();
     assert!(https_follow_ups <= MAX_ALIAS_CHAIN, "{https_follow_ups} aliases followed");
     r.handle_answer(&origin(QueryKind::A), &DnsAnswer::Addresses(addrs.clone()), Instant::from_millis(1));

@@ -1007,8 +1007,9 @@ impl AfterTcp {
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
     Tcp(StepFuture<Transport>),
-    /// TCP is done and the plan holds TLS until the race says [`Output::ResumeAttempt`].
-    Held(Option<Transport>),
+    /// TCP is done and the plan holds TLS until the race says [`Output::ResumeAttempt`]
+    /// (boxed: rare, and it keeps every running attempt small).
+    Held(Option<Box<Transport>>),
     Tls(StepFuture<(Stream, Option<Alpn>)>),
 }
 
@@ -1513,7 +1514,7 @@ impl Race {
                         let transport = f.await.ok()?;
                         after?.run(transport).await.ok()
                     }
-                    Step::Held(transport) => after?.run(transport?).await.ok(),
+                    Step::Held(transport) => after?.run(*transport?).await.ok(),
                     Step::Tls(f) => f.await.ok(),
                 }
             };
@@ -1546,6 +1547,15 @@ impl Race {
     fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(query) => {
+                if self.log.capacity() == 0
+                    && let Some(f) = self.finder.as_deref()
+                {
+                    // Sized once for the first queries (most races send two or three and
+                    // nothing more): a race in flight keeps these lists.
+                    let n = f.initial_queries();
+                    self.log.reserve_exact(n);
+                    self.queries.reserve_exact(n);
+                }
                 let name = query.name.resolve(&self.name);
                 tracing::debug!(%name, kind = %query.kind, "query");
                 let answer = self.inner.resolver.query(name, query.kind);
@@ -1641,7 +1651,7 @@ impl Race {
                 let Step::Held(transport) = &mut self.running[i].step else {
                     return None;
                 };
-                let transport = transport.take()?;
+                let transport = *transport.take()?;
                 tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
                 self.running[i].plan = plan;
                 self.start_after_tcp(i, transport);
@@ -1842,7 +1852,7 @@ impl Race {
                 }
                 if plan.hold_tls {
                     // No ClientHello yet: the race resumes it once the HTTPS answer is in.
-                    self.running[i].step = Step::Held(Some(transport));
+                    self.running[i].step = Step::Held(Some(Box::new(transport)));
                 } else {
                     self.start_after_tcp(i, transport);
                 }

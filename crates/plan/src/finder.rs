@@ -243,7 +243,8 @@ pub struct FastFallbackExchangeFinder {
     history_ignored: bool,
     lessons: SmallVec<[Lesson; 2]>,
     resolution: Resolution,
-    queries: Vec<QueryKind>,
+    /// The queries sent at the start, in order (at most HTTPS, AAAA and A).
+    queries: [Option<QueryKind>; 3],
     queries_sent: bool,
     sources: Vec<SourceOf>,
     endpoints: SmallVec<[Endpoint; 2]>,
@@ -363,7 +364,7 @@ impl FastFallbackExchangeFinder {
                         format!("zone {n:?} was not turned into an interface index"),
                     );
                 }
-                (r, Vec::new())
+                (r, [None; 3])
             }
             Host::Name(_) if host.is_localhost() => {
                 // RFC 6761 §6.3: localhost names are the loopback addresses, never DNS.
@@ -371,10 +372,7 @@ impl FastFallbackExchangeFinder {
                     IpAddr::V6(Ipv6Addr::LOCALHOST),
                     IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
                 ];
-                (
-                    Resolution::fixed(&loopback, false, connectivity),
-                    Vec::new(),
-                )
+                (Resolution::fixed(&loopback, false, connectivity), [None; 3])
             }
             Host::Name(_) => {
                 let https = policy.query_https
@@ -395,11 +393,15 @@ impl FastFallbackExchangeFinder {
                 )
                 .offering(policy.alpn)
                 .seeded(seed)
-                .ech_capable(policy.ech && address.is_tls(), policy.https_wait);
+                .ech_capable(policy.ech && address.is_tls());
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }
-                (r, q)
+                let mut queries = [None; 3];
+                for (slot, kind) in queries.iter_mut().zip(q) {
+                    *slot = Some(kind);
+                }
+                (r, queries)
             }
         };
         let phase = if waiting {
@@ -721,6 +723,12 @@ impl FastFallbackExchangeFinder {
         self.timers.get(Timer::DnsTail)
     }
 
+    /// How many queries the race sends at its start (follow-ups not counted), so that a
+    /// driver can size its bookkeeping once.
+    pub fn initial_queries(&self) -> usize {
+        self.queries.iter().flatten().count()
+    }
+
     /// The queries not yet answered.
     pub fn pending_queries(&self) -> Vec<Query> {
         self.resolution.pending_queries()
@@ -791,9 +799,14 @@ impl FastFallbackExchangeFinder {
             _ => None,
         };
         self.timers.set(Timer::ResolutionDelay, rd);
+        // The HTTPS wait: `https_wait` after the first positive answer (never before the
+        // Resolution Delay ends), while an ECH-capable race's HTTPS answer is pending.
+        let wait = self.policy.https_wait.max(self.policy.resolution_delay);
         let https_wait = self
             .resolution
-            .https_wait_deadline()
+            .first_positive_at()
+            .filter(|_| self.resolution.holds_tls())
+            .map(|t| t + wait)
             .filter(|_| running && !matches!(self.phase, RacePhase::Won { .. }));
         self.timers.set(Timer::HttpsWait, https_wait);
         let next =
@@ -811,11 +824,15 @@ impl FastFallbackExchangeFinder {
     /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
     fn sync_endpoints(&mut self) {
         let origin_port = self.address.connect_host().1;
-        let mut candidates: SmallVec<[(IpAddr, SocketAddr, u16, u16); 4]> = SmallVec::new();
-        let mut disallowed = Vec::new();
+        let mut disallowed = SmallVec::<[IpAddr; 0]>::new();
         let scope = self.address.scope_id().unwrap_or(0);
         let (policy, connectivity) = (&self.policy, &self.connectivity);
         let (tls, ech_steps) = (&self.tls, &mut self.ech_steps);
+        let (endpoints, sources) = (&mut self.endpoints, &self.sources);
+        for e in endpoints.iter_mut() {
+            e.listed = false;
+        }
+        let mut changed = false;
         self.resolution.for_each_candidate(|c| {
             if !policy.family.allows(Family::of(c.ip)) {
                 if !disallowed.contains(&c.ip) {
@@ -845,45 +862,33 @@ impl FastFallbackExchangeFinder {
                 }
                 _ => 0,
             };
-            // The same address and port in two groups is tried once, in the first.
-            if !candidates.iter().any(|(_, t, _, _)| *t == target) {
-                candidates.push((c.ip, target, c.group, variant));
-            }
-        });
-        let before = self.endpoints.len();
-        let mut changed = false;
-        self.endpoints.retain_mut(|e| {
-            match candidates.iter().find(|(_, t, _, _)| *t == e.target) {
-                Some(&(_, _, group, variant)) => {
-                    changed |= e.group != group;
-                    e.group = group;
+            match endpoints.iter_mut().find(|e| e.target == target) {
+                // The same address and port in two groups is tried once, in the first.
+                Some(e) if e.listed => {}
+                Some(e) => {
+                    changed |= e.group != c.group;
+                    e.group = c.group;
                     e.tls_variant = variant;
                     e.listed = true;
-                    true
                 }
-                // HEv3 §7: an attempted endpoint keeps its place; an untried one goes.
                 None => {
-                    e.listed = false;
-                    e.tried
+                    endpoints.push(Endpoint {
+                        logical: c.ip,
+                        target,
+                        source: source_of(sources, c.ip),
+                        tried: false,
+                        group: c.group,
+                        tls_variant: variant,
+                        listed: true,
+                    });
+                    changed = true;
                 }
             }
         });
-        changed |= before != self.endpoints.len();
-        for (ip, target, group, tls_variant) in candidates {
-            if self.endpoints.iter().any(|e| e.target == target) {
-                continue;
-            }
-            self.endpoints.push(Endpoint {
-                logical: ip,
-                target,
-                source: source_of(&self.sources, ip),
-                tried: false,
-                group,
-                tls_variant,
-                listed: true,
-            });
-            changed = true;
-        }
+        // HEv3 §7: an attempted endpoint keeps its place; an untried one that left goes.
+        let before = endpoints.len();
+        endpoints.retain(|e| e.listed || e.tried);
+        changed |= before != endpoints.len();
         for ip in disallowed {
             let why = format!("the policy allows no {}", Family::of(ip));
             self.resolution.note_skipped(ip.to_string(), why);
@@ -976,7 +981,7 @@ impl FastFallbackExchangeFinder {
         }
         if !self.queries_sent && self.phase.is_running() {
             self.queries_sent = true;
-            for &q in &self.queries {
+            for &q in self.queries.iter().flatten() {
                 self.out.push_back(Output::StartQuery(Query::origin(q)));
             }
         }

@@ -48,8 +48,8 @@ impl Connectivity {
 
     /// The queries to send, in HEv3 §4.1 order: HTTPS (if `https`), AAAA when IPv6 works, A when
     /// IPv4 works or a NAT64 prefix is known (HEv3 §8.1: "MUST").
-    pub fn queries(&self, https: bool) -> Vec<QueryKind> {
-        let mut q = Vec::with_capacity(3);
+    pub fn queries(&self, https: bool) -> SmallVec<[QueryKind; 3]> {
+        let mut q = SmallVec::new();
         if https {
             q.push(QueryKind::Https);
         }
@@ -166,6 +166,11 @@ pub struct Candidate<'a> {
 /// the DNS resolvers that follow aliases use).
 pub const MAX_ALIAS_CHAIN: usize = 8;
 
+/// The most names besides the origin one race asks about (alias targets and service
+/// TargetNames together): an HTTPS answer can list any number of TargetNames, and each costs
+/// two queries. Records beyond it are skipped with a reason.
+pub const MAX_TARGET_NAMES: usize = 16;
+
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 enum QueryState {
     NotSent,
@@ -200,6 +205,63 @@ impl NameState {
     }
 }
 
+/// The name table: the origin (index 0), then every other name in the order it appeared. The
+/// origin is kept inline and the others in a `Vec`, so a race that asks only about its origin
+/// allocates nothing for the table and indexes it without a spill check.
+#[derive(Clone, Debug)]
+struct Names {
+    origin: NameState,
+    targets: Vec<NameState>,
+}
+
+impl Names {
+    fn len(&self) -> usize {
+        1 + self.targets.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &NameState> {
+        std::iter::once(&self.origin).chain(&self.targets)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut NameState> {
+        std::iter::once(&mut self.origin).chain(&mut self.targets)
+    }
+
+    fn position(&self, name: &QueryName) -> Option<usize> {
+        match name {
+            QueryName::Origin => Some(0),
+            _ => self
+                .targets
+                .iter()
+                .position(|s| s.name == *name)
+                .map(|i| i + 1),
+        }
+    }
+
+    fn push(&mut self, state: NameState) {
+        self.targets.push(state);
+    }
+}
+
+impl std::ops::Index<usize> for Names {
+    type Output = NameState;
+    fn index(&self, i: usize) -> &NameState {
+        match i {
+            0 => &self.origin,
+            _ => &self.targets[i - 1],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Names {
+    fn index_mut(&mut self, i: usize) -> &mut NameState {
+        match i {
+            0 => &mut self.origin,
+            _ => &mut self.targets[i - 1],
+        }
+    }
+}
+
 /// A compatible ServiceMode record, as the race uses it.
 #[derive(Clone, Debug)]
 struct Service {
@@ -214,12 +276,12 @@ struct Service {
 #[derive(Clone, Debug)]
 pub struct Resolution {
     /// The origin first; then every alias target and service target, as they appear.
-    names: SmallVec<[NameState; 1]>,
+    names: Names,
     /// The origin's name, for telling an alias loop (set when HTTPS records are queried).
     origin: Option<Box<str>>,
     /// The name whose HTTPS answer counts: the end of the alias chain so far.
-    chain_end: usize,
-    alias_links: usize,
+    chain_end: u8,
+    alias_links: u8,
     services: Vec<Service>,
     /// Queries the answers asked for that the race has not sent yet.
     unsent: Vec<Query>,
@@ -239,9 +301,6 @@ pub struct Resolution {
     seed: u64,
     /// Whether the client uses the `ech` SvcParam (draft-ietf-tls-svcb-ech).
     ech: bool,
-    /// For an ECH-capable client: how long after the first positive answer a pending HTTPS
-    /// answer is waited for (see [`Self::ech_capable`]).
-    https_wait: Duration,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -254,9 +313,9 @@ fn idx(k: QueryKind) -> usize {
 
 /// A TargetName as a query name: lower case, without the trailing dot, checked to be a host
 /// name (the network may send anything).
-fn target_name(raw: &str) -> Result<Arc<str>, String> {
+fn target_name(raw: &str) -> Result<Arc<String>, String> {
     match raw.parse::<crate::Host>() {
-        Ok(crate::Host::Name(n)) => Ok(n.into()),
+        Ok(crate::Host::Name(n)) => Ok(Arc::new(n)),
         Ok(crate::Host::Ip(_)) => Err(format!("TargetName {raw:?} is an address, not a name")),
         Err(e) => Err(format!("TargetName {raw:?} is not a host name: {e}")),
     }
@@ -277,10 +336,11 @@ impl Resolution {
         for &q in queries {
             origin.state[idx(q)] = QueryState::Pending;
         }
-        let mut names = SmallVec::new();
-        names.push(origin);
         Self {
-            names,
+            names: Names {
+                origin,
+                targets: Vec::new(),
+            },
             origin: None,
             chain_end: 0,
             alias_links: 0,
@@ -298,7 +358,6 @@ impl Resolution {
             offer: AlpnOffer::Both,
             seed: 0,
             ech: false,
-            https_wait: Duration::ZERO,
         }
     }
 
@@ -307,18 +366,18 @@ impl Resolution {
     /// (draft-ietf-tls-esni "Disabling fallback"): the origin's own addresses, which would be
     /// reached without ECH, are not used. An ECH-capable client sends no ClientHello before
     /// SVCB resolution has finished (draft-ietf-tls-esni, "Performance optimizations"): while
-    /// an HTTPS query is pending, attempts hold their TLS step ([`Self::holds_tls`]), for at
-    /// most `https_wait` after the first positive answer ([`Self::https_wait_deadline`]).
+    /// an HTTPS query is pending, attempts hold their TLS step ([`Self::holds_tls`]); the race
+    /// bounds that wait and then calls [`Self::give_up_https`].
     #[must_use]
-    pub fn ech_capable(mut self, ech: bool, https_wait: Duration) -> Self {
+    pub fn ech_capable(mut self, ech: bool) -> Self {
         self.ech = ech;
-        self.https_wait = https_wait;
         self
     }
 
     /// Whether an HTTPS query of the alias chain is still unanswered.
     fn https_pending(&self) -> bool {
-        self.names.iter().any(|s| s.state[0] == QueryState::Pending)
+        let pending = |s: &NameState| s.state[0] == QueryState::Pending;
+        pending(&self.names.origin) || self.names.targets.iter().any(pending)
     }
 
     /// Whether an attempt started now must hold its TLS step: the client is ECH-capable and
@@ -327,21 +386,12 @@ impl Resolution {
         self.ech && self.https_pending()
     }
 
-    /// When an ECH-capable race stops waiting for its HTTPS answer: `https_wait` after the
-    /// first positive answer (never before the Resolution Delay ends), while one is pending.
-    pub fn https_wait_deadline(&self) -> Option<Instant> {
-        let wait = self.https_wait.max(self.resolution_delay);
-        self.first_positive_at
-            .filter(|_| self.holds_tls())
-            .map(|t| t + wait)
-    }
-
     /// Gives up on the pending HTTPS answer (the HTTPS wait is over): SVCB resolution has
     /// failed as far as this race goes, and held attempts go on without ECH. A later answer is
     /// still taken (HEv3 §7) for the endpoints not tried yet.
     pub fn give_up_https(&mut self) {
         let mut gave_up = false;
-        for s in &mut self.names {
+        for s in self.names.iter_mut() {
             if s.state[0] == QueryState::Pending {
                 s.state[0] = QueryState::Abandoned;
                 gave_up = true;
@@ -431,7 +481,7 @@ impl Resolution {
     /// accepted: a repeated answer replaces the previous one (HEv3 §7, answers changing).
     /// An answer about a name the race never asked for is ignored.
     pub fn handle_answer(&mut self, query: &Query, answer: &DnsAnswer, now: Instant) {
-        let Some(n) = self.names.iter().position(|s| s.name == query.name) else {
+        let Some(n) = self.names.position(&query.name) else {
             return;
         };
         let kind = query.kind;
@@ -524,13 +574,17 @@ impl Resolution {
 
     /// The index of `name` in the name table, adding it (and queueing its queries: HTTPS if
     /// `https`, and the address queries the host's connectivity calls for) if it is new.
-    fn name_index(&mut self, name: Arc<str>, https: bool) -> usize {
-        if self.origin.as_deref() == Some(&*name) {
-            return 0;
+    /// `None` when [`MAX_TARGET_NAMES`] names are known already.
+    fn name_index(&mut self, name: Arc<String>, https: bool) -> Option<usize> {
+        if self.origin.as_deref() == Some(name.as_str()) {
+            return Some(0);
         }
         let name = QueryName::Target(name);
-        if let Some(i) = self.names.iter().position(|s| s.name == name) {
-            return i;
+        if let Some(i) = self.names.position(&name) {
+            return Some(i);
+        }
+        if self.names.len() > MAX_TARGET_NAMES {
+            return None;
         }
         let mut state = NameState::new(name.clone());
         let kinds = self.conn.queries(https);
@@ -542,13 +596,13 @@ impl Resolution {
             });
         }
         self.names.push(state);
-        self.names.len() - 1
+        Some(self.names.len() - 1)
     }
 
     /// Whether `name` is the origin or a name already on the alias chain (whose HTTPS
     /// records were asked for): following it again would loop.
-    fn on_chain(&self, name: &Arc<str>) -> bool {
-        self.origin.as_deref() == Some(&**name)
+    fn on_chain(&self, name: &Arc<String>) -> bool {
+        self.origin.as_deref() == Some(name.as_str())
             || self.names.iter().any(|s| {
                 s.state[0] != QueryState::NotSent
                     && matches!(&s.name, QueryName::Target(t) if t == name)
@@ -558,7 +612,7 @@ impl Resolution {
     /// Takes the HTTPS RRset of name `n` (empty for NODATA or a failure). Returns whether it
     /// brought a usable address hint.
     fn take_https(&mut self, n: usize, records: &[HttpsRecord]) -> bool {
-        if n != self.chain_end {
+        if n != usize::from(self.chain_end) {
             // An answer for an earlier link of an alias chain: the chain has moved on.
             return false;
         }
@@ -579,7 +633,7 @@ impl Resolution {
             };
             match target {
                 Err(why) => self.skip(what, why),
-                Ok(_) if self.alias_links == MAX_ALIAS_CHAIN => self.skip(
+                Ok(_) if usize::from(self.alias_links) == MAX_ALIAS_CHAIN => self.skip(
                     what,
                     format!("alias chain longer than {MAX_ALIAS_CHAIN} links"),
                 ),
@@ -588,8 +642,14 @@ impl Resolution {
                 }
                 Ok(name) => {
                     // RFC 9460 §3 step 3: ask the same questions about the TargetName.
+                    let Some(i) = self.name_index(name, true) else {
+                        self.skip(
+                            what,
+                            format!("more than {MAX_TARGET_NAMES} names to ask about"),
+                        );
+                        return false;
+                    };
                     self.alias_links += 1;
-                    let i = self.name_index(name, true);
                     if self.names[i].state[0] != QueryState::Pending {
                         // Known already as a service target: ask for its HTTPS records too.
                         self.names[i].state[0] = QueryState::Pending;
@@ -599,7 +659,8 @@ impl Resolution {
                             name,
                         });
                     }
-                    self.chain_end = i;
+                    // Below MAX_TARGET_NAMES + 1, so it fits.
+                    self.chain_end = u8::try_from(i).unwrap_or(u8::MAX);
                 }
             }
             // A broken chain is an SVCB resolution failure (RFC 9460 §3): no service, so the
@@ -657,7 +718,16 @@ impl Resolution {
             } else {
                 match target_name(&r.target) {
                     // RFC 9460 §3: the addresses of a ServiceMode TargetName are asked for.
-                    Ok(t) => self.name_index(t, false),
+                    Ok(t) => match self.name_index(t, false) {
+                        Some(i) => i,
+                        None => {
+                            self.skip(
+                                format!("HTTPS record {}", r.priority),
+                                format!("more than {MAX_TARGET_NAMES} names to ask about"),
+                            );
+                            continue;
+                        }
+                    },
                     Err(why) => {
                         self.skip(format!("HTTPS record {}", r.priority), why);
                         continue;
@@ -688,7 +758,7 @@ impl Resolution {
     /// RFC 9460 §2.4.2: an alias chain that ends on a name with no usable ServiceMode record
     /// leads to that name's own A and AAAA records, as one service ahead of the origin's.
     fn end_of_chain_service(&mut self, n: usize) {
-        let end = self.chain_end;
+        let end = usize::from(self.chain_end);
         let settled = end == n;
         if settled && end != 0 && self.services.is_empty() {
             self.services.push(Service {
@@ -741,7 +811,7 @@ impl Resolution {
                 .services
                 .iter()
                 .any(|s| s.hints.iter().any(|ip| Family::of(*ip) == pref))
-            || self.names[1..].iter().any(|s| {
+            || self.names.targets.iter().any(|s| {
                 matches!(
                     s.state[idx(pref_kind)],
                     QueryState::Answered { positive: true }
@@ -878,15 +948,14 @@ impl Resolution {
 
     /// Whether any query is still unanswered.
     pub fn pending(&self) -> bool {
-        self.names
-            .iter()
-            .any(|s| s.state.contains(&QueryState::Pending))
+        let pending = |s: &NameState| s.state.contains(&QueryState::Pending);
+        pending(&self.names.origin) || self.names.targets.iter().any(pending)
     }
 
     /// The queries still unanswered.
     pub fn pending_queries(&self) -> Vec<Query> {
         let mut out = Vec::new();
-        for s in &self.names {
+        for s in self.names.iter() {
             for kind in QueryKind::ALL {
                 if s.state[idx(kind)] == QueryState::Pending {
                     out.push(Query {
@@ -903,7 +972,7 @@ impl Resolution {
     /// Queries asked for but not yet sent are dropped.
     pub fn abandon_pending(&mut self) {
         self.unsent.clear();
-        for s in &mut self.names {
+        for s in self.names.iter_mut() {
             for q in &mut s.state {
                 if *q == QueryState::Pending {
                     *q = QueryState::Abandoned;
@@ -1155,7 +1224,7 @@ mod tests {
             v4: false,
             nat64: None,
         };
-        assert_eq!(conn.queries(false), [QueryKind::Aaaa]);
+        assert_eq!(conn.queries(false).as_slice(), [QueryKind::Aaaa]);
         let r = Resolution::literal(ip("192.0.2.1"), conn);
         assert!(r.addresses().is_empty());
         assert_eq!(r.skipped()[0].why, "the host has no IPv4 connectivity");
@@ -1207,6 +1276,35 @@ mod tests {
             [("2001:db8::5".to_owned(), 0), ("2001:db8::1".to_owned(), 1)]
         );
         assert!(r.poll(at(10)));
+    }
+
+    #[test]
+    fn an_answer_with_many_target_names_asks_about_a_bounded_number() {
+        let mut r = Resolution::new(
+            &[QueryKind::Https, QueryKind::Aaaa, QueryKind::A],
+            Connectivity::DUAL_STACK,
+            Family::V6,
+            Duration::from_millis(50),
+            AnswerLimits::default(),
+        );
+        let records: Vec<HttpsRecord> = (0..40)
+            .map(|i| HttpsRecord {
+                priority: 1,
+                target: format!("svc{i}.example"),
+                alpn: vec![Alpn::H2],
+                ..Default::default()
+            })
+            .collect();
+        let https = Query::origin(QueryKind::Https);
+        r.handle_answer(&https, &DnsAnswer::Https(records), at(1));
+        assert_eq!(r.take_queries().count(), 2 * MAX_TARGET_NAMES);
+        assert_eq!(r.services().count(), MAX_TARGET_NAMES);
+        let over = r
+            .skipped()
+            .iter()
+            .filter(|s| s.why == format!("more than {MAX_TARGET_NAMES} names to ask about"))
+            .count();
+        assert_eq!(over, 40 - MAX_TARGET_NAMES);
     }
 
     #[test]
