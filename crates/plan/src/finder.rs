@@ -474,6 +474,16 @@ impl FastFallbackExchangeFinder {
                     }
                 }
                 self.resolution.handle_answer(&query, answer, now);
+                if self.policy.protected_dns
+                    && query.kind == QueryKind::Https
+                    && matches!(answer, DnsAnswer::Error(_))
+                {
+                    // HEv3 §6.3 R-38: over protected DNS an SVCB failure may be an attack;
+                    // abandon rather than connect without the records.
+                    self.fail(RaceErrorKind::SvcbResolutionFailed, now);
+                    self.rearm();
+                    return;
+                }
                 for q in self.resolution.take_queries() {
                     self.out.push_back(Output::StartQuery(q));
                 }
@@ -805,7 +815,7 @@ impl FastFallbackExchangeFinder {
         let https_wait = self
             .resolution
             .first_positive_at()
-            .filter(|_| self.resolution.holds_tls())
+            .filter(|_| self.resolution.holds_tls() && !self.policy.protected_dns)
             .map(|t| t + wait)
             .filter(|_| running && !matches!(self.phase, RacePhase::Won { .. }));
         self.timers.set(Timer::HttpsWait, https_wait);
@@ -1289,8 +1299,13 @@ impl FastFallbackExchangeFinder {
     }
 
     fn fail(&mut self, kind: RaceErrorKind, now: Instant) {
-        if kind == RaceErrorKind::TimedOut {
-            self.cancel_in_flight(CancelReason::Deadline, None, now);
+        match kind {
+            RaceErrorKind::TimedOut => self.cancel_in_flight(CancelReason::Deadline, None, now),
+            // Held attempts: their TLS never starts.
+            RaceErrorKind::SvcbResolutionFailed => {
+                self.cancel_in_flight(CancelReason::Withdrawn, None, now);
+            }
+            _ => {}
         }
         let attempts = self
             .attempts

@@ -145,6 +145,12 @@ pub struct FallbackPolicy {
     /// cost falls only on networks whose HTTPS answers are slower than their address
     /// answers.
     pub https_wait: Duration,
+    /// Whether the resolver is cryptographically protected (DNS over HTTPS, TLS or QUIC, or
+    /// DNSSEC-validating): the caller says so, as only it knows its `Resolve`. Then an HTTPS
+    /// query that fails (SERVFAIL, a timeout, a transport error) fails the race
+    /// (`SvcbResolutionFailed`, HEv3 §6.3 R-38), and an ECH-capable race holds TLS until the
+    /// HTTPS answer whatever `https_wait` says. Off: the built-in resolver is plain DNS.
+    pub protected_dns: bool,
     /// How long pending DNS queries are kept after a win, to fill the cache (HEv3 §6).
     pub dns_tail: Duration,
     /// Limits on DNS answers.
@@ -178,6 +184,7 @@ impl Default for FallbackPolicy {
             query_https: true,
             ech: true,
             https_wait: Duration::from_millis(150),
+            protected_dns: false,
             dns_tail: Duration::from_secs(1),
             answer_limits: AnswerLimits::default(),
             route_memory: RouteMemory::default(),
@@ -291,6 +298,8 @@ impl FallbackPolicyBuilder {
         ech: bool;
         /// Sets [`FallbackPolicy::https_wait`].
         https_wait: Duration;
+        /// Sets [`FallbackPolicy::protected_dns`].
+        protected_dns: bool;
         /// Sets [`FallbackPolicy::dns_tail`].
         dns_tail: Duration;
         /// Sets [`FallbackPolicy::answer_limits`].

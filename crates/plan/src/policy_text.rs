@@ -25,6 +25,7 @@ pub const POLICY_KEYS: &[(&str, &str)] = &[
     ("query_https", "true | false"),
     ("ech", "true | false"),
     ("https_wait", "duration, e.g. 150ms"),
+    ("protected_dns", "true | false"),
     ("dns_tail", "duration"),
     ("spare_winners", "close | pool"),
     ("alpn", "both | h2 | http/1.1"),
@@ -90,6 +91,7 @@ impl FallbackPolicyBuilder {
             "query_https" => self.query_https(boolean("query_https", value)?),
             "ech" => self.ech(boolean("ech", value)?),
             "https_wait" => self.https_wait(duration("https_wait", value)?),
+            "protected_dns" => self.protected_dns(boolean("protected_dns", value)?),
             "dns_tail" => self.dns_tail(duration("dns_tail", value)?),
             "spare_winners" => self.spare_winners(choice(
                 "spare_winners",

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 use fastfallback_plan::FallbackPolicy;
-use fastfallback_proto::{Alpn, AlpnOffer, HttpsRecord};
+use fastfallback_proto::{Alpn, AlpnOffer, DnsError, HttpsRecord, QueryKind};
 use fastfallback_sim::Scenario;
 
 fn rr(alpn: &[Alpn]) -> HttpsRecord {
@@ -723,4 +723,45 @@ fn every_endpoint_carrying_ech_makes_the_race_svcb_reliant() {
         .connect_timeout(2000)
         .run();
     assert_eq!(run.starts(), at(&[(V6C, 10)]), "{}", run.timeline());
+}
+
+#[test]
+fn an_https_failure_over_protected_dns_abandons_the_connection_before_any_client_hello() {
+    // T41b: the same race as T41, over a resolver the caller marks as protected, but
+    // the HTTPS answer at 150 is SERVFAIL. The race fails then; the held attempt (TCP up since
+    // 80) is closed without a ClientHello, and nothing else starts.
+    let run = Scenario::https()
+        .tune(|p| p.protected_dns = true)
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .dns_error(150, QueryKind::Https, DnsError::ServFail)
+        .ok_tls(V6A, 20, 30)
+        .run();
+    assert_eq!(run.starts(), at(&[(V6A, 60)]), "{}", run.timeline());
+    assert!(run.resumed().is_empty(), "{}", run.timeline());
+    assert_eq!(run.cancelled(), at(&[(V6A, 150)]));
+    let (error, t) = run.failed().expect("the race fails");
+    assert_eq!(t, 150);
+    assert_eq!(
+        error.kind,
+        fastfallback_proto::RaceErrorKind::SvcbResolutionFailed
+    );
+}
+
+#[test]
+fn over_protected_dns_the_client_hello_waits_for_the_https_answer_past_the_https_wait() {
+    // with protected DNS an ECH-capable client holds TLS until the HTTPS answer, however
+    // late (here 400 ms, past the 150 ms HTTPS wait).
+    let mut r = rr(&[Alpn::H2]);
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let run = Scenario::https()
+        .tune(|p| p.protected_dns = true)
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .https_rr(400, vec![r])
+        .ok_tls(V6A, 20, 30)
+        .run();
+    assert_eq!(run.resumed(), at(&[(V6A, 400)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 430));
+    assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
 }

@@ -201,6 +201,11 @@ pub enum RaceErrorKind {
     /// Every address is of a family this host has no route for (for example an IPv6 literal
     /// on an IPv4-only host). Nothing was attempted.
     NetworkUnreachable(Family),
+    /// The HTTPS query failed (SERVFAIL, a timeout, a transport error) over a resolver the
+    /// caller marked as cryptographically protected: the connection is abandoned rather than
+    /// made without the records, which would invite a downgrade (HEv3 §6.3 R-38; RFC 9460
+    /// §3.1). Nothing was sent past TCP.
+    SvcbResolutionFailed,
 }
 
 impl fmt::Display for RaceErrorKind {
@@ -212,6 +217,9 @@ impl fmt::Display for RaceErrorKind {
             Self::NetworkUnreachable(family) => {
                 write!(f, "network unreachable: this host has no {family} route")
             }
+            Self::SvcbResolutionFailed => f.write_str(
+                "HTTPS record resolution failed over protected DNS; not connecting without it",
+            ),
         }
     }
 }
@@ -287,6 +295,7 @@ impl From<RaceError> for std::io::Error {
         let kind = match e.kind {
             RaceErrorKind::TimedOut => std::io::ErrorKind::TimedOut,
             RaceErrorKind::NoAddresses => std::io::ErrorKind::NotFound,
+            RaceErrorKind::SvcbResolutionFailed => std::io::ErrorKind::NotFound,
             RaceErrorKind::NetworkUnreachable(_) => std::io::ErrorKind::NetworkUnreachable,
             RaceErrorKind::AllAttemptsFailed => match e.primary().map(|p| p.error.kind) {
                 Some(AttemptErrorKind::Refused) => std::io::ErrorKind::ConnectionRefused,

@@ -40,7 +40,8 @@ pub enum CancelReason {
     /// The caller abandoned the race.
     Abandoned,
     /// Its endpoint left the DNS answers while it waited to start TLS, so it matches no
-    /// record (RFC 9460 §5.1: a pre-connection is used only if it is consistent with one).
+    /// record (RFC 9460 §5.1: a pre-connection is used only if it is consistent with one), or
+    /// the HTTPS answer it waited for failed over protected DNS (HEv3 §6.3 R-38).
     Withdrawn,
 }
 
