@@ -48,6 +48,7 @@ fn records(data: &[u8]) -> Vec<HttpsRecord> {
             ipv6hint: vec![Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(c[5]))],
             unknown_mandatory: c[1] & 32 != 0,
             malformed: (c[1] & 64 != 0).then(|| "fuzzed".to_owned()),
+            ech: (c[1] & 128 != 0).then(|| std::sync::Arc::from(&c[6..])),
         })
         .collect()
 }
