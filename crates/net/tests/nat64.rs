@@ -148,6 +148,32 @@ fn without_dns64_there_is_no_prefix_and_an_ipv4_literal_fails_as_unreachable() {
     assert_eq!(net.dns_queries("ipv4only.arpa").aaaa, 1);
 }
 
+/// Serves `aaaa` and `a` for the name, blackholes server 1's IPv6 address (the "native" one),
+/// connects to the name, and returns the report with the routes its attempts took.
+fn blackholed_native_contact(
+    net: &TestNet,
+    aaaa: Vec<std::net::Ipv6Addr>,
+) -> (fastfallback_net::RaceReport, Vec<SocketAddr>) {
+    net.set_dns(
+        NAME,
+        DnsZone {
+            aaaa,
+            a: vec![server_v4(0)],
+            ..DnsZone::default()
+        },
+    );
+    net.set_rules(vec![Rule::blackhole(Match::Addr(IpAddr::V6(server_v6(1))))]);
+    let report = net.block_on_client(async {
+        let conn = connector(net)
+            .connect(&format!("{NAME}:{PORT}"))
+            .await
+            .unwrap();
+        conn.into_parts().1
+    });
+    let routes = report.attempts.iter().map(|a| a.route).collect();
+    (report, routes)
+}
+
 #[test]
 fn a_broken_native_aaaa_falls_back_to_the_synthesized_address_after_the_attempt_delay() {
     // T30 (editor's copy): DNS64 passes the real AAAA through and synthesizes nothing; the A
@@ -159,29 +185,13 @@ fn a_broken_native_aaaa_falls_back_to_the_synthesized_address_after_the_attempt_
     ) else {
         return;
     };
-    net.set_dns(
-        NAME,
-        DnsZone {
-            aaaa: vec![server_v6(1)],
-            a: vec![server_v4(0)],
-            ..DnsZone::default()
-        },
-    );
-    net.set_rules(vec![Rule::blackhole(Match::Addr(IpAddr::V6(server_v6(1))))]);
-    let report = net.block_on_client(async {
-        let conn = connector(&net)
-            .connect(&format!("{NAME}:{PORT}"))
-            .await
-            .unwrap();
-        assert_eq!(conn.peer_addr(), relay);
-        conn.into_parts().1
-    });
-    let routes: Vec<SocketAddr> = report.attempts.iter().map(|a| a.route).collect();
+    let (report, routes) = blackholed_native_contact(&net, vec![server_v6(1)]);
     assert_eq!(
         routes,
         [SocketAddr::new(IpAddr::V6(server_v6(1)), PORT), relay],
         "{report}"
     );
+    assert_eq!(report.winner, Some(report.attempts[1].id), "{report}");
     let gap = report.attempts[1].started.ms() - report.attempts[0].started.ms();
     assert!((249.0..=260.0).contains(&gap), "{gap} ms\n{report}");
     assert_eq!(net.dns_queries("ipv4only.arpa").aaaa, 1);
@@ -197,23 +207,8 @@ fn a_synthesized_aaaa_is_desynthesized_and_merged_with_the_a_answer() {
     ) else {
         return;
     };
-    net.set_dns(
-        NAME,
-        DnsZone {
-            aaaa: vec![server_v6(1), synthesize(NAT64_PREFIX, server_v4(0))],
-            a: vec![server_v4(0)],
-            ..DnsZone::default()
-        },
-    );
-    net.set_rules(vec![Rule::blackhole(Match::Addr(IpAddr::V6(server_v6(1))))]);
-    let report = net.block_on_client(async {
-        let conn = connector(&net)
-            .connect(&format!("{NAME}:{PORT}"))
-            .await
-            .unwrap();
-        conn.into_parts().1
-    });
-    let routes: Vec<SocketAddr> = report.attempts.iter().map(|a| a.route).collect();
+    let synthesized = synthesize(NAT64_PREFIX, server_v4(0));
+    let (report, routes) = blackholed_native_contact(&net, vec![server_v6(1), synthesized]);
     assert_eq!(
         routes,
         [SocketAddr::new(IpAddr::V6(server_v6(1)), PORT), relay],

@@ -934,13 +934,6 @@ impl Resolution {
         }
     }
 
-    /// Whether `ip` is among [`Self::addresses`].
-    pub fn has_address(&self, ip: IpAddr) -> bool {
-        let mut found = false;
-        self.for_each_candidate(|c| found |= c.ip == ip);
-        found
-    }
-
     /// When the first positive answer (or usable hint) arrived, if one has.
     pub fn first_positive_at(&self) -> Option<Instant> {
         self.first_positive_at
