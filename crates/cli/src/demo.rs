@@ -6,13 +6,33 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use fastfallback_proto::AttemptErrorKind;
+use fastfallback_proto::{Alpn, AttemptErrorKind, HttpsRecord};
 use fastfallback_route::{Connectivity, HostModel, Nat64Prefix, RouteDatabase, RouteMemory};
 use fastfallback_sim::{Behaviour, Scenario};
 
 use crate::Outcome;
 
 mod testnet_demo;
+
+/// An AliasMode record to `target`.
+fn alias(target: &str) -> HttpsRecord {
+    HttpsRecord {
+        priority: 0,
+        target: target.into(),
+        ..Default::default()
+    }
+}
+
+/// A ServiceMode record for its owner, offering h2, with an ECH configuration.
+fn ech_service() -> HttpsRecord {
+    HttpsRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: vec![Alpn::H2],
+        ech: Some(Arc::from(&b"an ECHConfigList"[..])),
+        ..Default::default()
+    }
+}
 
 fn scenarios() -> Vec<(Scenario, &'static str)> {
     let memory = Arc::new(RouteDatabase::new(RouteMemory::default()));
@@ -67,6 +87,7 @@ fn scenarios() -> Vec<(Scenario, &'static str)> {
         (
             Scenario::https()
                 .named("TLS handshake, three addresses per family")
+                .https_rr(10, vec![])
                 .aaaa(10, &["2001:db8::a", "2001:db8::b", "2001:db8::c"])
                 .a(10, &["192.0.2.1", "192.0.2.2", "192.0.2.3"])
                 .behave(
@@ -80,6 +101,22 @@ fn scenarios() -> Vec<(Scenario, &'static str)> {
                 .ok_tls("192.0.2.1", 300, 40)
                 .ok_tls("2001:db8::b", 20, 30),
             "A TLS failure moves on; the fastest full handshake wins; losers are cancelled.",
+        ),
+        (
+            Scenario::https()
+                .named("HTTPS alias to a CDN whose record carries ECH")
+                .aaaa(10, &["2001:db8::a"])
+                .a(10, &[])
+                .https_rr(20, vec![alias("cdn.example")])
+                .https_rr_for("cdn.example", 120, vec![ech_service()])
+                .aaaa_for("cdn.example", 120, &["2001:db8::c"])
+                .a_for("cdn.example", 120, &[])
+                .ok_tls("2001:db8::a", 20, 30)
+                .ok_tls("2001:db8::c", 20, 30),
+            "The origin aliases to cdn.example (RFC 9460 §2.4.2). TCP to the origin's own address \
+             starts at the Resolution Delay but holds its ClientHello for the CDN's record; that \
+             record carries ECH, so the held attempt is withdrawn and the CDN's address goes, \
+             encrypted.",
         ),
         (
             Scenario::plain()

@@ -234,7 +234,7 @@ fn demo_plays_every_canned_race_offline() {
     let out = fastfallback(&["demo"]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(text.matches("== ").count(), 8, "{text}");
+    assert_eq!(text.matches("== ").count(), 9, "{text}");
     assert!(text.contains("sockets left open: 0"), "{text}");
     assert_eq!(
         fastfallback(&["demo", "no such scenario"]).status.code(),

@@ -116,6 +116,9 @@ impl fmt::Display for ConnectPlan {
                 (Some(_), true) => f.write_str(" with ECH (retry configs)")?,
                 (None, _) => {}
             }
+            if self.hold_tls {
+                f.write_str(" (held for the HTTPS answer)")?;
+            }
         }
         Ok(())
     }
