@@ -116,7 +116,7 @@ fn a_held_attempt_whose_endpoint_the_https_answer_withdraws_is_cancelled() {
     assert!(
         reason
             .as_deref()
-            .is_some_and(|r| r.contains("left the DNS answers")),
+            .is_some_and(|r| r.contains("the DNS answers no longer list it")),
         "{reason:?}"
     );
     assert_eq!(run.won(), one(V6B, 200));

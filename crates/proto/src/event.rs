@@ -53,7 +53,9 @@ impl fmt::Display for CancelReason {
             Self::Deadline => "connect deadline passed",
             Self::Evicted => "evicted to make room for a newer attempt",
             Self::Abandoned => "caller abandoned the race",
-            Self::Withdrawn => "its endpoint left the DNS answers before TLS could start",
+            Self::Withdrawn => {
+                "withdrawn before TLS: the DNS answers no longer list it, or its HTTPS query failed"
+            }
         })
     }
 }
