@@ -16,9 +16,9 @@ use fastfallback_plan::TlsStep;
 use fastfallback_proto::{Alpn, AttemptError, AttemptErrorKind, Phase};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
-use socket2::{SockRef, TcpKeepalive};
+use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -82,17 +82,19 @@ impl SocketOptions {
         self
     }
 
-    fn socket_for(&self, target: SocketAddr) -> io::Result<TcpSocket> {
-        let socket = match target {
-            SocketAddr::V4(_) => TcpSocket::new_v4()?,
-            SocketAddr::V6(_) => TcpSocket::new_v6()?,
-        };
+    /// A non-blocking TCP socket for `target`, with these options set.
+    fn socket_for(&self, target: SocketAddr) -> io::Result<Socket> {
+        let socket = Socket::new(
+            Domain::for_address(target),
+            Type::STREAM.nonblocking(),
+            Some(Protocol::TCP),
+        )?;
         // A new socket has Nagle on and keepalive off: only a change costs a system call.
         if self.nodelay {
-            socket.set_nodelay(true)?;
+            socket.set_tcp_nodelay(true)?;
         }
         if let Some(idle) = self.keepalive {
-            SockRef::from(&socket).set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))?;
+            socket.set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))?;
         }
         if let Some(dev) = &self.interface {
             socket.bind_device(Some(dev.as_bytes()))?;
@@ -102,25 +104,70 @@ impl SocketOptions {
             SocketAddr::V6(_) => self.local_v6.map(IpAddr::V6),
         };
         if let Some(ip) = local {
-            socket.bind(SocketAddr::new(ip, 0))?;
+            socket.bind(&SocketAddr::new(ip, 0).into())?;
         }
         Ok(socket)
     }
 }
 
-/// Opens a TCP connection to `target`. The socket is closed if the future is dropped.
-pub(crate) async fn connect_tcp(
-    target: SocketAddr,
-    options: &SocketOptions,
-) -> Result<Transport, AttemptError> {
-    let socket = options
-        .socket_for(target)
-        .map_err(|e| attempt_error(&e, Phase::Tcp, "socket setup"))?;
-    socket
-        .connect(target)
-        .await
-        .map(Transport::Tcp)
-        .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
+/// A TCP connect in progress: the socket, registered with tokio, waiting to become writable
+/// (the handshake is done, or has failed). A plain struct, so an attempt needs no boxed
+/// future for it. Dropping it closes the socket.
+pub(crate) struct TcpConnect(Option<Result<TcpStream, AttemptError>>);
+
+impl TcpConnect {
+    /// Opens the socket and sends the SYN. Must run inside a tokio runtime. A failure to
+    /// start is kept and reported at the first poll, like any other failure.
+    pub(crate) fn start(target: SocketAddr, options: &SocketOptions) -> Self {
+        Self(Some(Self::open(target, options)))
+    }
+
+    fn open(target: SocketAddr, options: &SocketOptions) -> Result<TcpStream, AttemptError> {
+        let socket = options
+            .socket_for(target)
+            .map_err(|e| attempt_error(&e, Phase::Tcp, "socket setup"))?;
+        match socket.connect(&target.into()) {
+            Err(e) if connect_in_progress(&e) => {}
+            Err(e) => return Err(attempt_error(&e, Phase::Tcp, "connect")),
+            Ok(()) => {}
+        }
+        TcpStream::from_std(socket.into()).map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
+    }
+}
+
+/// Whether a non-blocking `connect` said it is under way (`EINPROGRESS`; Windows says
+/// `WSAEWOULDBLOCK`).
+fn connect_in_progress(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(libc::EINPROGRESS);
+    #[cfg(not(unix))]
+    return e.kind() == io::ErrorKind::WouldBlock;
+}
+
+impl Future for TcpConnect {
+    type Output = Result<Transport, AttemptError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(Ok(stream)) = &self.0
+            && let Err(e) = std::task::ready!(stream.poll_write_ready(cx))
+        {
+            self.0 = None;
+            return Poll::Ready(Err(attempt_error(&e, Phase::Tcp, "connect")));
+        }
+        Poll::Ready(match self.0.take() {
+            // Writable: connected, unless the socket holds an error (refused, unreachable).
+            Some(Ok(stream)) => match stream.take_error() {
+                Ok(None) => Ok(Transport::Tcp(stream)),
+                Ok(Some(e)) | Err(e) => Err(attempt_error(&e, Phase::Tcp, "connect")),
+            },
+            Some(Err(e)) => Err(e),
+            None => Err(attempt_error(
+                &io::Error::other("polled after it finished"),
+                Phase::Tcp,
+                "connect",
+            )),
+        })
+    }
 }
 
 /// The future a [`Dial`] implementation returns: one connected transport, or why not.

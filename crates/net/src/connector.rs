@@ -48,7 +48,7 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::{ClientConfig, RootCertStore};
 use tokio::time::Sleep;
 
-use crate::attempt::{attempt_error, connect_tcp, handshake};
+use crate::attempt::{TcpConnect, attempt_error, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
 use crate::report::{QueryLog, Story};
 use crate::{
@@ -1004,9 +1004,58 @@ impl AfterTcp {
     }
 }
 
+/// The transport step of an attempt: the default TCP connect (a plain future, no box), or a
+/// user's [`Dial`](crate::Dial).
+enum TcpStep {
+    /// The default connect, not started: the socket opens when the driver first polls it, so
+    /// an attempt cancelled in the turn that started it (a pooled connection came first)
+    /// never sends a SYN.
+    Unstarted(SocketAddr),
+    Direct(TcpConnect),
+    Dialed(crate::attempt::Dialing),
+}
+
+impl TcpStep {
+    /// Opens the socket of an unstarted default connect.
+    fn start(&mut self, options: &SocketOptions) {
+        if let Self::Unstarted(target) = *self {
+            *self = Self::Direct(TcpConnect::start(target, options));
+        }
+    }
+
+    fn poll_step(
+        &mut self,
+        cx: &mut Context<'_>,
+        options: &SocketOptions,
+    ) -> Poll<Result<Transport, AttemptError>> {
+        self.start(options);
+        Pin::new(self).poll(cx)
+    }
+}
+
+impl Future for TcpStep {
+    type Output = Result<Transport, AttemptError>;
+
+    /// Polls a started step ([`TcpStep::start`] comes first).
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Direct(f) => Pin::new(f).poll(cx),
+            Self::Dialed(f) => f
+                .as_mut()
+                .poll(cx)
+                .map_err(|e| attempt_error(&e, Phase::Tcp, "connect")),
+            Self::Unstarted(_) => Poll::Ready(Err(attempt_error(
+                &io::Error::other("polled before it started"),
+                Phase::Tcp,
+                "connect",
+            ))),
+        }
+    }
+}
+
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
-    Tcp(StepFuture<Transport>),
+    Tcp(TcpStep),
     /// TCP is done and the plan holds TLS until the race says [`Output::ResumeAttempt`]
     /// (boxed: rare, and it keeps every running attempt small).
     Held(Option<Box<Transport>>),
@@ -1329,7 +1378,8 @@ struct Race {
     t0: Instant,
     log: Vec<QueryLog>,
     queries: Vec<(Query, Answer)>,
-    running: Vec<Running>,
+    /// Attempts in flight; the first is kept inline (most races never run two at once).
+    running: smallvec::SmallVec<[Running; 1]>,
     /// Finished attempts waiting for the race to declare them the winner.
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
     /// so in the same turn (a finished attempt wins at once), so one slot is enough.
@@ -1399,7 +1449,7 @@ impl Race {
             t0,
             log: Vec::new(),
             queries: Vec::new(),
-            running: Vec::with_capacity(1),
+            running: smallvec::SmallVec::new(),
             finished: None,
             pool: link.map(|link| {
                 Box::new(PoolSide {
@@ -1507,7 +1557,10 @@ impl Race {
             let after = origin
                 .as_ref()
                 .map(|o| AfterTcp::new(&self.inner, o, &spare.plan));
-            let step = spare.step;
+            let mut step = spare.step;
+            if let Step::Tcp(f) = &mut step {
+                f.start(&self.inner.socket);
+            }
             let done = async move {
                 match step {
                     Step::Tcp(f) => {
@@ -1591,19 +1644,9 @@ impl Race {
                     route = %target,
                     family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
                 );
-                let step: StepFuture<Transport> = match &self.inner.dialer {
-                    None => {
-                        let inner = Arc::clone(&self.inner);
-                        Box::pin(async move { connect_tcp(target, &inner.socket).await })
-                    }
-                    Some(dialer) => {
-                        let dialing = dialer.dial(target, &self.inner.socket);
-                        Box::pin(async move {
-                            dialing
-                                .await
-                                .map_err(|e| attempt_error(&e, Phase::Tcp, "connect"))
-                        })
-                    }
+                let step = match &self.inner.dialer {
+                    None => TcpStep::Unstarted(target),
+                    Some(dialer) => TcpStep::Dialed(dialer.dial(target, &self.inner.socket)),
                 };
                 self.running.push(Running {
                     id,
@@ -1771,11 +1814,12 @@ impl Race {
                 return Poll::Ready(Wake::Dns(query, answer));
             }
         }
+        let options = &self.inner.socket;
         for (i, r) in self.running.iter_mut().enumerate() {
             let _span = r.span.as_deref().map(tracing::Span::enter);
             match &mut r.step {
                 Step::Tcp(f) => {
-                    if let Poll::Ready(res) = f.as_mut().poll(cx) {
+                    if let Poll::Ready(res) = f.poll_step(cx, options) {
                         return Poll::Ready(Wake::Tcp(i, res));
                     }
                 }

@@ -241,11 +241,17 @@ pub struct FastFallbackExchangeFinder {
     connectivity: Connectivity,
     memory: MemoryView,
     history_ignored: bool,
-    lessons: SmallVec<[Lesson; 2]>,
-    resolution: Resolution,
+    /// Most races learn one lesson (the winner's RTT); a loser's spills to the heap.
+    lessons: SmallVec<[Lesson; 1]>,
+    /// Boxed, so the race's own box stays small enough for the allocator's fast path.
+    resolution: Box<Resolution>,
     /// The queries sent at the start, in order (at most HTTPS, AAAA and A).
     queries: [Option<QueryKind>; 3],
+    /// Whether the race decided to send `queries` (or gave them up unsent).
     queries_sent: bool,
+    /// How many of `queries` went out as outputs: they are polled straight from the array,
+    /// ahead of the queue, so that sending them never spills the queue.
+    queries_out: u8,
     sources: Vec<SourceOf>,
     endpoints: SmallVec<[Endpoint; 2]>,
     order_dirty: bool,
@@ -262,9 +268,10 @@ pub struct FastFallbackExchangeFinder {
     last_now: Instant,
 }
 
-/// Every attempt of a race, in start order (a slice; most races have one or two, kept inline).
+/// Every attempt of a race, in start order (a slice; the first is kept inline, as most races
+/// need no second).
 #[derive(Clone, Debug, Default)]
-pub struct Attempts(SmallVec<[AttemptRecord; 2]>);
+pub struct Attempts(SmallVec<[AttemptRecord; 1]>);
 
 impl std::ops::Deref for Attempts {
     type Target = [AttemptRecord];
@@ -279,11 +286,11 @@ impl std::ops::DerefMut for Attempts {
     }
 }
 
-/// The race's outputs waiting to be polled, first in first out. Most turns produce one or two,
-/// kept inline.
+/// The race's outputs waiting to be polled, first in first out. Most turns produce one, kept
+/// inline.
 #[derive(Debug, Default)]
 struct OutQueue {
-    items: SmallVec<[Option<Output<ConnectPlan>>; 2]>,
+    items: SmallVec<[Option<Output<ConnectPlan>>; 1]>,
     head: usize,
 }
 
@@ -423,9 +430,10 @@ impl FastFallbackExchangeFinder {
             memory,
             history_ignored,
             lessons: SmallVec::new(),
-            resolution,
+            resolution: Box::new(resolution),
             queries,
             queries_sent: false,
+            queries_out: 0,
             sources: Vec::new(),
             endpoints: SmallVec::new(),
             order_dirty: false,
@@ -654,12 +662,32 @@ impl FastFallbackExchangeFinder {
     /// after an input or a fired timer, so calling this again without either costs nothing.
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<ConnectPlan>> {
         let now = self.clock(now);
+        if let Some(q) = self.next_initial_query() {
+            return Some(Output::StartQuery(Query::origin(q)));
+        }
         if self.out.is_empty() && self.needs_decision {
             self.needs_decision = false;
             self.decide(now);
             self.rearm();
+            if let Some(q) = self.next_initial_query() {
+                return Some(Output::StartQuery(Query::origin(q)));
+            }
         }
         self.out.pop_front()
+    }
+
+    /// The next of the queries sent at the start that has not gone out yet.
+    fn next_initial_query(&mut self) -> Option<QueryKind> {
+        if !self.queries_sent {
+            return None;
+        }
+        while let Some(slot) = self.queries.get(usize::from(self.queries_out)) {
+            self.queries_out += 1;
+            if let Some(q) = *slot {
+                return Some(q);
+            }
+        }
+        None
     }
 
     /// When [`Self::handle_timeout`] should be called next, even if nothing else happens: the
@@ -990,10 +1018,8 @@ impl FastFallbackExchangeFinder {
             return;
         }
         if !self.queries_sent && self.phase.is_running() {
+            // They go out from `queries`, ahead of anything this decision queues.
             self.queries_sent = true;
-            for &q in self.queries.iter().flatten() {
-                self.out.push_back(Output::StartQuery(Query::origin(q)));
-            }
         }
         if self.phase == RacePhase::Racing {
             if self.order_dirty {
@@ -1273,6 +1299,9 @@ impl FastFallbackExchangeFinder {
             for query in self.resolution.pending_queries() {
                 self.out.push_back(Output::CancelQuery(query));
             }
+        } else {
+            // Never sent: none of them goes out.
+            self.queries_out = u8::MAX;
         }
         self.queries_sent = true;
         self.resolution.abandon_pending();
