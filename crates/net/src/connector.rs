@@ -20,12 +20,12 @@
 //! current network when it starts, and its lessons are applied when it ends, under one lock.
 
 use std::fmt;
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -118,7 +118,7 @@ struct Inner {
     sources: Sources,
     /// Set by the user, or `None` to read it from the kernel (cached briefly).
     network: Option<NetworkState>,
-    detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
+    detected: Mutex<Option<(Instant, NetworkState)>>,
     /// The NAT64 prefix found through `ipv4only.arpa` (RFC 7050), or that there is none, and
     /// when.
     nat64: Mutex<Option<(tokio::time::Instant, Option<Nat64Prefix>)>>,
@@ -162,14 +162,13 @@ const NAT64_TTL: Duration = Duration::from_secs(600);
 const NETWORK_TTL: Duration = Duration::from_secs(5);
 
 impl Inner {
-    fn network(&self) -> NetworkState {
+    fn network(&self, now: Instant) -> NetworkState {
         if let Some(n) = self.network {
             return n;
         }
-        let now = tokio::time::Instant::now();
         let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
         match *cached {
-            Some((at, n)) if now.saturating_duration_since(at) < NETWORK_TTL => n,
+            Some((at, n)) if now - at < NETWORK_TTL => n,
             previous => {
                 let n = detect_network();
                 if previous.is_some_and(|(_, p)| p.id != n.id)
@@ -184,14 +183,17 @@ impl Inner {
     }
 
     /// The network a race starts on: [`Self::network`], with the NAT64 prefix discovered when
-    /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1).
-    async fn network_for_race(&self) -> NetworkState {
-        let mut network = self.network();
+    /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1); and the instant the race
+    /// starts (one clock reading serves both).
+    async fn network_for_race(&self) -> (NetworkState, Instant) {
+        let t = now();
+        let mut network = self.network(t);
         let c = &mut network.connectivity;
         if c.v6 && !c.v4 && c.nat64.is_none() {
             c.nat64 = self.nat64_prefix().await;
+            return (network, now());
         }
-        network
+        (network, t)
     }
 
     /// Asks the resolver for `ipv4only.arpa` AAAA (RFC 7050 §3: sent to the network's own
@@ -709,11 +711,7 @@ impl ConnectorBuilder {
                 network,
                 // Read the network now, so the first connect does not pay for it.
                 nat64: Mutex::new(None),
-                detected: Mutex::new(
-                    network
-                        .is_none()
-                        .then(|| (tokio::time::Instant::now(), detect_network())),
-                ),
+                detected: Mutex::new(network.is_none().then(|| (now(), detect_network()))),
                 db,
                 memory_file,
                 proxies: self.proxies,
@@ -1167,7 +1165,7 @@ impl Connector {
 
     /// The network races run on now (read from the kernel unless set in the builder).
     pub fn network(&self) -> NetworkState {
-        self.inner.network()
+        self.inner.network(now())
     }
 
     /// Writes route memory to the memory file now, if the connector has one.
@@ -1193,13 +1191,12 @@ impl Connector {
         }
         let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
         connection(
-            Race::new(
+            Race::start(
                 Arc::clone(&self.inner),
                 address,
                 None,
                 self.inner.network_for_race().await,
             )
-            .finish()
             .await
             .0,
         )
@@ -1233,9 +1230,7 @@ impl Connector {
         // The common case, one race and no list to build.
         if address.proxy().is_some() || self.inner.proxies.is_empty() {
             let network = self.inner.network_for_race().await;
-            return Race::new(Arc::clone(&self.inner), address, link, network)
-                .finish()
-                .await;
+            return Race::start(Arc::clone(&self.inner), address, link, network).await;
         }
         let routes: Vec<Address> = if address.proxy().is_some() || self.inner.proxies.is_empty() {
             vec![address]
@@ -1252,9 +1247,8 @@ impl Connector {
         for (i, route) in routes.into_iter().enumerate() {
             let more = i + 1 < count;
             let network = self.inner.network_for_race().await;
-            let (result, learned) = Race::new(Arc::clone(&self.inner), route, link.take(), network)
-                .finish()
-                .await;
+            let (result, learned) =
+                Race::start(Arc::clone(&self.inner), route, link.take(), network).await;
             lessons.extend(learned);
             match result {
                 Err(ConnectError::Race(f)) if more && failed_at_proxy(&f.error) => earlier.push(*f),
@@ -1417,14 +1411,69 @@ impl Drop for Race {
     }
 }
 
+/// A race as a future ([`Race::start`] builds it): the driver loop, a turn per wake-up. A
+/// plain struct rather than an `async fn`, so a connect future holds the race once and moves
+/// nothing per poll.
+#[pin_project::pin_project]
+struct Racing {
+    race: Race,
+    /// The earliest timer of the race, re-registered only when it moves.
+    #[pin]
+    sleep: Sleep,
+    /// The instant of the current turn. One clock reading per wake-up: the event that woke
+    /// the race and everything the race decides because of it happen at the same instant.
+    t: Instant,
+    armed_at: Option<Instant>,
+    /// Whether a wake-up (or the start) left something to decide before the next wait.
+    turn_due: bool,
+    ended: bool,
+}
+
+impl Future for Racing {
+    type Output = (Result<Raced, ConnectError>, Vec<Lesson>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if *this.ended {
+            let error = ConnectError::Unsupported("a race polled after it ended");
+            return Poll::Ready((Err(error), Vec::new()));
+        }
+        loop {
+            if *this.turn_due {
+                *this.turn_due = false;
+                let (race, t) = (&mut *this.race, *this.t);
+                if let Some(ending) = race.turn(t) {
+                    *this.ended = true;
+                    let result = race.end(ending, t);
+                    race.hand_over_spares();
+                    let lessons = race.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
+                    return Poll::Ready((result, lessons.unwrap_or_default()));
+                }
+                let next = race.finder().poll_timeout();
+                if next.is_some() && next != *this.armed_at {
+                    // Re-registering with tokio's timer wheel costs; do it only when the
+                    // deadline moved.
+                    this.sleep.as_mut().reset(tokio_instant(next.unwrap_or(t)));
+                }
+                *this.armed_at = next;
+            }
+            let armed = this.armed_at.is_some();
+            let wake = std::task::ready!(this.race.poll_wake(cx, this.sleep.as_mut(), armed));
+            *this.t = now();
+            this.race.handle(wake, *this.t);
+            *this.turn_due = true;
+        }
+    }
+}
+
 impl Race {
-    fn new(
+    /// Starts a race at `t0` on `network`: the race, built in the future that runs it.
+    fn start(
         inner: Arc<Inner>,
         address: Address,
         link: Option<PoolLink>,
-        network: NetworkState,
-    ) -> Self {
-        let t0 = now();
+        (network, t0): (NetworkState, Instant),
+    ) -> Racing {
         let memory = match &inner.db {
             Some(db) => db.view(network.id, &address, t0),
             None => fastfallback_route::MemoryView::disabled(),
@@ -1441,24 +1490,32 @@ impl Race {
         };
         let finder =
             FastFallbackExchangeFinder::boxed(address, Arc::clone(&inner.policy), input, t0);
-        Self {
-            inner,
-            finder: Some(finder),
-            network,
-            name,
-            t0,
-            log: Vec::new(),
-            queries: Vec::new(),
-            running: smallvec::SmallVec::new(),
-            finished: None,
-            pool: link.map(|link| {
-                Box::new(PoolSide {
-                    link,
-                    spares: Vec::new(),
-                    pooled: None,
-                    lessons: Vec::new(),
-                })
-            }),
+        // Built in its future: the race is not moved again once it runs.
+        Racing {
+            race: Self {
+                inner,
+                finder: Some(finder),
+                network,
+                name,
+                t0,
+                log: Vec::new(),
+                queries: Vec::new(),
+                running: smallvec::SmallVec::new(),
+                finished: None,
+                pool: link.map(|link| {
+                    Box::new(PoolSide {
+                        link,
+                        spares: Vec::new(),
+                        pooled: None,
+                        lessons: Vec::new(),
+                    })
+                }),
+            },
+            sleep: tokio::time::sleep_until(epoch()),
+            t: t0,
+            armed_at: None,
+            turn_due: true,
+            ended: false,
         }
     }
 
@@ -1506,39 +1563,18 @@ impl Race {
         self.finder.as_mut().expect("the race has not ended")
     }
 
-    /// Runs the race to its end: the result, and (for races run for the pool) a copy of
-    /// what it taught route memory. One async fn, so the connect future holds one frame.
-    async fn finish(mut self) -> (Result<Raced, ConnectError>, Vec<Lesson>) {
-        let mut sleep: Pin<&mut Sleep> = pin!(tokio::time::sleep_until(epoch()));
-        // One clock reading per turn: the event that woke the race and everything the race
-        // decides because of it happen at the same instant.
-        let mut t = now();
-        let mut armed_at: Option<Instant> = None;
-        let ending = 'race: loop {
-            if self.finder().poll_timeout().is_some_and(|d| d <= t) {
-                self.finder().handle_timeout(t);
+    /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
+    /// Returns how the race ended, once it has.
+    fn turn(&mut self, t: Instant) -> Option<Ending> {
+        if self.finder().poll_timeout().is_some_and(|d| d <= t) {
+            self.finder().handle_timeout(t);
+        }
+        while let Some(out) = self.finder().poll_output(t) {
+            if let Some(ending) = self.act(out, t) {
+                return Some(ending);
             }
-            while let Some(out) = self.finder().poll_output(t) {
-                if let Some(ending) = self.act(out, t) {
-                    break 'race ending;
-                }
-            }
-            let next = self.finder().poll_timeout();
-            if next.is_some() && next != armed_at {
-                // Re-registering with tokio's timer wheel costs; do it only when the deadline
-                // moved.
-                sleep.as_mut().reset(tokio_instant(next.unwrap_or(t)));
-            }
-            armed_at = next;
-            let armed = next.is_some();
-            let wake = poll_fn(|cx| self.poll_wake(cx, sleep.as_mut(), armed)).await;
-            t = now();
-            self.handle(wake, t);
-        };
-        let result = self.end(ending, t);
-        self.hand_over_spares();
-        let lessons = self.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
-        (result, lessons.unwrap_or_default())
+        }
+        None
     }
 
     /// Gives the attempts kept after losing to the pool, each as a future that finishes its
