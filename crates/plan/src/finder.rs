@@ -364,7 +364,8 @@ impl FastFallbackExchangeFinder {
         let (resolution, queries) = match host {
             Host::Ip(ip) => {
                 let scoped = matches!(address.zone(), Some(Zone::Index(_)));
-                let mut r = Resolution::fixed(&[*ip], scoped, connectivity);
+                // Boxed where it is built: a resolution is too large to move cheaply.
+                let mut r = Box::new(Resolution::fixed(&[*ip], scoped, connectivity));
                 if let Some(Zone::Name(n)) = address.zone() {
                     r.note_skipped(
                         ip.to_string(),
@@ -379,7 +380,8 @@ impl FastFallbackExchangeFinder {
                     IpAddr::V6(Ipv6Addr::LOCALHOST),
                     IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
                 ];
-                (Resolution::fixed(&loopback, false, connectivity), [None; 3])
+                let r = Box::new(Resolution::fixed(&loopback, false, connectivity));
+                (r, [None; 3])
             }
             Host::Name(_) => {
                 let https = policy.query_https
@@ -404,6 +406,7 @@ impl FastFallbackExchangeFinder {
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }
+                let r = Box::new(r);
                 let mut queries = [None; 3];
                 for (slot, kind) in queries.iter_mut().zip(q) {
                     *slot = Some(kind);
@@ -430,7 +433,7 @@ impl FastFallbackExchangeFinder {
             memory,
             history_ignored,
             lessons: SmallVec::new(),
-            resolution: Box::new(resolution),
+            resolution,
             queries,
             queries_sent: false,
             queries_out: 0,

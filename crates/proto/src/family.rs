@@ -15,6 +15,7 @@ pub enum Family {
 impl Family {
     /// The family of `ip`. An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) counts as IPv4
     /// (RFC 6724 §2.1 classifies it by its IPv4 part).
+    #[inline]
     pub fn of(ip: IpAddr) -> Self {
         match ip {
             IpAddr::V4(_) => Self::V4,
@@ -24,6 +25,7 @@ impl Family {
     }
 
     /// The other family.
+    #[inline]
     pub fn other(self) -> Self {
         match self {
             Self::V6 => Self::V4,

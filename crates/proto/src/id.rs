@@ -14,11 +14,13 @@ impl AttemptId {
     pub const FIRST: Self = Self(NonZeroU32::MIN);
 
     /// The id after this one, or `None` when ids are used up (after four billion attempts).
+    #[inline]
     pub fn next(self) -> Option<Self> {
         self.0.checked_add(1).map(Self)
     }
 
     /// A number for reports and logs, unique within a race (it is not an index).
+    #[inline]
     pub fn get(self) -> u32 {
         self.0.get()
     }

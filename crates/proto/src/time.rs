@@ -24,6 +24,7 @@ use std::time::Duration;
 pub struct Instant(NonZeroU64);
 
 /// Whole nanoseconds in `d`, saturating at `u64::MAX`.
+#[inline]
 const fn nanos(d: Duration) -> u64 {
     d.as_secs()
         .saturating_mul(1_000_000_000)
@@ -34,6 +35,7 @@ impl Instant {
     /// The epoch itself.
     pub const ZERO: Self = Self(NonZeroU64::MIN);
 
+    #[inline]
     const fn from_nanos(n: u64) -> Self {
         match NonZeroU64::new(n.saturating_add(1)) {
             Some(v) => Self(v),
@@ -41,42 +43,50 @@ impl Instant {
         }
     }
 
+    #[inline]
     const fn nanos(self) -> u64 {
         self.0.get() - 1
     }
 
     /// The instant `elapsed` after the epoch.
+    #[inline]
     pub const fn from_elapsed(elapsed: Duration) -> Self {
         Self::from_nanos(nanos(elapsed))
     }
 
     /// The instant `ms` milliseconds after the epoch.
+    #[inline]
     pub const fn from_millis(ms: u64) -> Self {
         Self::from_nanos(ms.saturating_mul(1_000_000))
     }
 
     /// Time since the epoch.
+    #[inline]
     pub const fn elapsed(self) -> Duration {
         Duration::from_nanos(self.nanos())
     }
 
     /// Whole milliseconds since the epoch.
+    #[inline]
     pub const fn as_millis(self) -> u64 {
         self.nanos() / 1_000_000
     }
 
     /// `self - earlier`, or zero when `earlier` is later.
+    #[inline]
     pub fn saturating_duration_since(self, earlier: Self) -> Duration {
         Duration::from_nanos(self.0.get().saturating_sub(earlier.0.get()))
     }
 
     /// `self + d`, or `None` on overflow.
+    #[inline]
     pub fn checked_add(self, d: Duration) -> Option<Self> {
         let n = u64::try_from(d.as_nanos()).ok()?;
         self.0.checked_add(n).map(Self)
     }
 
     /// `self - d`, or `None` when that would be before the epoch.
+    #[inline]
     pub fn checked_sub(self, d: Duration) -> Option<Self> {
         let n = u64::try_from(d.as_nanos()).ok()?;
         self.nanos().checked_sub(n).map(Self::from_nanos)
@@ -84,6 +94,7 @@ impl Instant {
 }
 
 impl Default for Instant {
+    #[inline]
     fn default() -> Self {
         Self::ZERO
     }
@@ -99,12 +110,14 @@ impl Add<Duration> for Instant {
     type Output = Self;
 
     /// Saturates instead of overflowing: a far-future deadline stays far in the future.
+    #[inline]
     fn add(self, d: Duration) -> Self {
         Self(self.0.saturating_add(nanos(d)))
     }
 }
 
 impl AddAssign<Duration> for Instant {
+    #[inline]
     fn add_assign(&mut self, d: Duration) {
         *self = *self + d;
     }
@@ -114,6 +127,7 @@ impl Sub for Instant {
     type Output = Duration;
 
     /// Saturates at zero.
+    #[inline]
     fn sub(self, earlier: Self) -> Duration {
         self.saturating_duration_since(earlier)
     }
