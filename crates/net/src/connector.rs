@@ -244,15 +244,15 @@ impl Inner {
         if lessons.len() == 0 {
             return;
         }
-        match keep {
+        let learned = match keep {
             Some(keep) => {
                 let start = keep.len();
                 keep.extend(lessons);
-                db.learn(network, address, keep[start..].iter().copied());
+                db.learn(network, address, keep[start..].iter().copied())
             }
             None => db.learn(network, address, lessons),
-        }
-        if let Some(file) = &self.memory_file {
+        };
+        if learned && let Some(file) = &self.memory_file {
             MemoryFile::changed(file, db);
         }
     }

@@ -37,7 +37,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -204,6 +204,19 @@ impl FamilyRecord {
     }
 }
 
+/// Whether a lesson about `target` says something about its family's path. A loopback
+/// destination never leaves the host (RFC 1122 §3.2.1.3, RFC 4291 §2.5.3): its RTT and its
+/// failures describe a local server, and would make the family look faster or broken on
+/// networks where it is not (a sidecar on 127.0.0.1 must not demote IPv6).
+fn teaches_family(target: SocketAddr) -> bool {
+    match target.ip() {
+        IpAddr::V4(v4) => !v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            !v6.is_loopback() && v6.to_ipv4_mapped().is_none_or(|v4| !v4.is_loopback())
+        }
+    }
+}
+
 fn slot(f: Family) -> usize {
     match f {
         Family::V6 => 0,
@@ -285,7 +298,9 @@ impl MemoryView {
         if !self.config.enabled {
             return;
         }
-        self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+        if teaches_family(lesson.target) {
+            self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+        }
         if !self.keeps_routes {
             return;
         }
@@ -522,28 +537,34 @@ impl RouteDatabase {
         view
     }
 
-    /// Applies a race's lessons for `origin` on `network`, under one lock.
+    /// Applies a race's lessons for `origin` on `network`, under one lock. Returns whether
+    /// anything was learned: an IP literal's lessons teach only the family records, and
+    /// nothing (no lock taken) when the literal is a loopback address.
     pub fn learn(
         &self,
         network: NetworkId,
         origin: &Address,
         lessons: impl IntoIterator<Item = Lesson>,
-    ) {
+    ) -> bool {
         if !self.config.enabled || self.config.max_routes == 0 {
-            return;
+            return false;
         }
         let mut lessons = lessons.into_iter().peekable();
         let Some(first) = lessons.peek() else {
-            return;
+            return false;
         };
         let now = first.at;
         let (host, port) = origin.connect_host();
+        // An IP literal has one route (every lesson is about it), never reordered: only the
+        // family records learn, and a loopback route teaches them nothing.
+        if matches!(host, Host::Ip(_)) && !teaches_family(first.target) {
+            return false;
+        }
         let config = self.config;
         self.with(|inner| {
             let net = inner.network_mut(network);
-            // An IP literal has one route, never reordered: only the family records learn.
             if matches!(host, Host::Ip(_)) {
-                for lesson in lessons {
+                for lesson in lessons.filter(|l| teaches_family(l.target)) {
                     net.families[slot(Family::of(lesson.target.ip()))]
                         .learn(lesson.kind, lesson.at);
                 }
@@ -570,7 +591,10 @@ impl RouteDatabase {
                 };
             }
             for lesson in lessons {
-                net.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+                if teaches_family(lesson.target) {
+                    net.families[slot(Family::of(lesson.target.ip()))]
+                        .learn(lesson.kind, lesson.at);
+                }
                 origin.touched = origin.touched.max(lesson.at);
                 let known = origin.routes.iter().position(|(t, _)| *t == lesson.target);
                 match known {
@@ -585,6 +609,7 @@ impl RouteDatabase {
                 }
             }
         });
+        true
     }
 
     /// Number of routes remembered on `network` (expired ones included until evicted).
@@ -674,6 +699,53 @@ mod tests {
         let db = RouteDatabase::new(config);
         db.learn(HOME, &origin(), lessons.iter().copied());
         db
+    }
+
+    fn connected(rtt_ms: u64) -> LessonKind {
+        LessonKind::Connected { rtt: ms(rtt_ms) }
+    }
+
+    #[test]
+    fn loopback_connects_teach_no_family_record() {
+        let mut view = MemoryView::empty(RouteMemory::default());
+        for target in ["127.0.0.1:80", "[::1]:80", "[::ffff:127.0.0.1]:80"] {
+            view.learn(&lesson(target, 0, connected(1)));
+            view.learn(&lesson(target, 0, failed(AttemptErrorKind::Unreachable)));
+        }
+        assert_eq!(view.family_srtt(Family::V4, at(1)), None);
+        assert_eq!(view.family_srtt(Family::V6, at(1)), None);
+        assert!(!view.family_path_failed(Family::V6, at(1)));
+        view.learn(&lesson(V4, 0, connected(30)));
+        assert_eq!(view.family_srtt(Family::V4, at(1)), Some(ms(30)));
+    }
+
+    #[test]
+    fn an_ip_literal_loopback_race_teaches_the_store_nothing() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        let literal = Address::parse("127.0.0.1:8080").unwrap();
+        let learned = db.learn(HOME, &literal, [lesson("127.0.0.1:8080", 0, connected(1))]);
+        assert!(!learned);
+        assert!(db.is_empty());
+        let remote = Address::parse("192.0.2.1:443").unwrap();
+        assert!(db.learn(HOME, &remote, [lesson(V4, 0, connected(30))]));
+        assert!(!db.is_empty());
+    }
+
+    #[test]
+    fn localhost_routes_are_remembered_without_marking_their_families() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        let localhost = Address::parse("localhost:8080").unwrap();
+        let lessons = [
+            lesson("[::1]:8080", 0, failed(AttemptErrorKind::Refused)),
+            lesson("127.0.0.1:8080", 1, connected(1)),
+        ];
+        assert!(db.learn(HOME, &localhost, lessons));
+        let view = db.view(HOME, &localhost, at(2));
+        // The refused ::1 waits its turn next time (its route record), and neither family's
+        // record moved: a local server says nothing about the network's paths.
+        assert!(view.is_postponed("[::1]:8080".parse().unwrap(), at(2)));
+        assert_eq!(view.family_srtt(Family::V4, at(2)), None);
+        assert!(!view.family_path_failed(Family::V6, at(2)));
     }
 
     #[test]
