@@ -1368,7 +1368,6 @@ struct Race {
     /// when the race ends; still here in `drop` if the caller gave up.
     finder: Option<Box<FastFallbackExchangeFinder>>,
     network: NetworkState,
-    name: String,
     t0: Instant,
     log: Vec<QueryLog>,
     queries: Vec<(Query, Answer)>,
@@ -1484,10 +1483,6 @@ impl Race {
             seed: inner.next_seed(),
             waiting: link.as_ref().is_some_and(|l| l.waiting),
         };
-        let name = match address.connect_host().0 {
-            Host::Name(n) => n.clone(),
-            Host::Ip(_) => String::new(),
-        };
         let finder =
             FastFallbackExchangeFinder::boxed(address, Arc::clone(&inner.policy), input, t0);
         // Built in its future: the race is not moved again once it runs.
@@ -1496,7 +1491,6 @@ impl Race {
                 inner,
                 finder: Some(finder),
                 network,
-                name,
                 t0,
                 log: Vec::new(),
                 queries: Vec::new(),
@@ -1645,7 +1639,12 @@ impl Race {
                     self.log.reserve_exact(n);
                     self.queries.reserve_exact(n);
                 }
-                let name = query.name.resolve(&self.name);
+                // The origin's name is read from the race: a race keeps no copy of it.
+                let origin = match self.finder.as_deref().map(|f| f.address().connect_host().0) {
+                    Some(Host::Name(n)) => n.as_str(),
+                    _ => "",
+                };
+                let name = query.name.resolve(origin);
                 tracing::debug!(%name, kind = %query.kind, "query");
                 let answer = self.inner.resolver.query(name, query.kind);
                 if let Some(l) = self.listeners() {
