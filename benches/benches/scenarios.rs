@@ -483,10 +483,29 @@ fn main() {
     };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
     std::fs::create_dir_all(&dir).expect("target dir");
-    let json = serde_json::json!({ "network": network, "loopback": loopback });
+    let instructions = std::fs::read_to_string(dir.join("instructions.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v.as_array()?
+                .iter()
+                .find(|r| r["contender"] == "fastfallback-bare")?["vs_tokio"]
+                .as_f64()
+        });
+    let targets = if loopback.is_empty() {
+        Vec::new()
+    } else {
+        loopback::targets(&loopback, instructions)
+    };
+    let json = serde_json::json!({ "network": network, "loopback": loopback, "loopback_targets": targets });
     let json = serde_json::to_string_pretty(&json).expect("json");
     std::fs::write(dir.join("scenarios.json"), json).expect("write json");
-    let md = format!("{}\n{}", markdown(&network), loopback_markdown(&loopback));
+    let md = format!(
+        "{}\n{}\n{}",
+        markdown(&network),
+        loopback_markdown(&loopback),
+        targets_markdown(&targets)
+    );
     std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
     println!("{md}");
     println!("written: {}", dir.join("scenarios.{json,md}").display());
@@ -592,6 +611,20 @@ fn loopback_markdown(rows: &[loopback::LoopbackRow]) -> String {
             out,
             "| {} | {} | {:.1} | {} | {} | {} |",
             r.scenario, r.contender, r.value, r.metric, ratio, r.note
+        );
+    }
+    out
+}
+
+fn targets_markdown(targets: &[loopback::Target]) -> String {
+    let mut out =
+        String::from("| loopback target | measured | target | met |\n|---|---:|---:|:---:|\n");
+    for t in targets {
+        let met = if t.met { "yes" } else { "**no**" };
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {} | {met} |",
+            t.what, t.measured, t.target
         );
     }
     out

@@ -161,6 +161,62 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
 
+const ONE_AT_A_TIME: &str = "engine overhead, healthy loopback (one connect at a time)";
+const IN_FLIGHT: &str = "connects per second on loopback, 100 at a time";
+
+/// One of the loopback targets of issue 7 (design.md's performance table), checked on this
+/// run's rows.
+#[derive(Debug, Serialize)]
+pub(crate) struct Target {
+    pub(crate) what: &'static str,
+    pub(crate) measured: f64,
+    pub(crate) target: &'static str,
+    pub(crate) met: bool,
+}
+
+/// The loopback targets, computed from `rows` (and from the instructions bench's last
+/// result, when `instructions` holds it): fastfallback with tokio's socket options against
+/// a raw tokio connect and against hyper-util.
+pub(crate) fn targets(rows: &[LoopbackRow], instructions: Option<f64>) -> Vec<Target> {
+    let value = |scenario: &str, who: Who| {
+        rows.iter()
+            .find(|r| r.scenario == scenario && r.contender == who.label())
+            .map_or(f64::NAN, |r| r.value)
+    };
+    let one = value(ONE_AT_A_TIME, Who::OursBare) / value(ONE_AT_A_TIME, Who::Tokio);
+    let bare = value(IN_FLIGHT, Who::OursBare) / value(IN_FLIGHT, Who::Hyper);
+    let ours = value(IN_FLIGHT, Who::Ours) / value(IN_FLIGHT, Who::Hyper);
+    let mut out = vec![
+        Target {
+            what: "one connect at a time, tokio's socket options: time ÷ tokio's",
+            measured: one,
+            target: "≤ 1.10",
+            met: one <= 1.10,
+        },
+        Target {
+            what: "100 in flight, tokio's socket options: connects per second ÷ hyper-util's",
+            measured: bare,
+            target: "≥ 1.10",
+            met: bare >= 1.10,
+        },
+        Target {
+            what: "100 in flight, defaults: connects per second ÷ hyper-util's",
+            measured: ours,
+            target: "≥ 1.10",
+            met: ours >= 1.10,
+        },
+    ];
+    if let Some(ratio) = instructions {
+        out.push(Target {
+            what: "instructions per connect ÷ tokio's (the last `--bench instructions` run)",
+            measured: ratio,
+            target: "≤ 2.00",
+            met: ratio <= 2.0,
+        });
+    }
+    out
+}
+
 /// Runs the loopback rows. `smoke` shrinks every count for `cargo test --benches`.
 pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     let server = Server::start();
@@ -195,7 +251,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     let per_connect: Vec<f64> = times.into_iter().map(median).collect();
     for (i, who) in Who::ALL.into_iter().enumerate() {
         rows.push(LoopbackRow {
-            scenario: "engine overhead, healthy loopback (one connect at a time)",
+            scenario: ONE_AT_A_TIME,
             contender: who.label(),
             metric: "median µs per connect",
             value: per_connect[i],
@@ -235,7 +291,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     let rates: Vec<f64> = totals.iter().map(|(ok, secs)| *ok as f64 / secs).collect();
     for (i, who) in Who::ALL.into_iter().enumerate() {
         rows.push(LoopbackRow {
-            scenario: "connects per second on loopback, 100 at a time",
+            scenario: IN_FLIGHT,
             contender: who.label(),
             metric: "connects per second",
             value: rates[i],
