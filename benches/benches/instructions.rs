@@ -2,6 +2,9 @@
 //! - `fastfallback-bare`: tokio's socket options (none) and a parsed origin (`connect_to`), like
 //!   for like with tokio (a `SocketAddr`) and hyper-util (a parsed `Uri`);
 //! - `fastfallback`: its defaults (nodelay, keepalive) and an origin string (`connect`);
+//! - `fastfallback-name`: tokio's socket options and a parsed origin whose host is a name,
+//!   answered at once by a `StaticResolver` (A and AAAA queries, ordering, route memory): the
+//!   path of most real connects, without a real resolver's cost;
 //! - hyper-util's `HttpConnector` and a raw tokio connect.
 //!
 //! ```text
@@ -20,7 +23,13 @@ use std::process::Command;
 use fastfallback_net::{Connector, SocketOptions, StaticResolver};
 use hyper_util::client::legacy::connect::HttpConnector;
 
-const CONTENDERS: [&str; 4] = ["fastfallback-bare", "fastfallback", "hyper-util", "tokio"];
+const CONTENDERS: [&str; 5] = [
+    "fastfallback-bare",
+    "fastfallback",
+    "fastfallback-name",
+    "hyper-util",
+    "tokio",
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -122,19 +131,26 @@ fn child(who: &str, n: usize) {
                 }
             }
             _ => {
-                let options = if who == "fastfallback-bare" {
+                let options = if who != "fastfallback" {
                     SocketOptions::default().nodelay(false).keepalive(None)
                 } else {
                     SocketOptions::default()
                 };
                 let c = Connector::builder()
-                    .resolver(StaticResolver::new())
+                    .resolver(StaticResolver::new().with("origin.test", [addr.ip()]))
                     .socket_options(options)
                     .build()
                     .expect("connector");
                 if who == "fastfallback-bare" {
                     // Like-for-like with tokio (a SocketAddr) and hyper-util (a parsed Uri).
                     let address = fastfallback_route::Address::parse(&origin).expect("address");
+                    for _ in 0..n {
+                        let conn = c.connect_to(address.clone()).await.expect("connect");
+                        drop(conn);
+                    }
+                } else if who == "fastfallback-name" {
+                    let name = format!("origin.test:{}", addr.port());
+                    let address = fastfallback_route::Address::parse(&name).expect("address");
                     for _ in 0..n {
                         let conn = c.connect_to(address.clone()).await.expect("connect");
                         drop(conn);

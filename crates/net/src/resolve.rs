@@ -250,7 +250,8 @@ fn answer_from_error(kind: QueryKind, e: &NetError) -> DnsAnswer {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct StaticResolver {
-    table: std::collections::HashMap<String, Vec<IpAddr>>,
+    /// Names are few and come from the caller: an integer hash will do.
+    table: std::collections::HashMap<String, Vec<IpAddr>, fastfallback_proto::FxBuildHasher>,
 }
 
 impl StaticResolver {
@@ -263,23 +264,30 @@ impl StaticResolver {
     #[must_use]
     pub fn with(mut self, name: &str, addrs: impl IntoIterator<Item = IpAddr>) -> Self {
         self.table
-            .insert(normalize(name), addrs.into_iter().collect());
+            .insert(normalize(name).into_owned(), addrs.into_iter().collect());
         self
     }
 
     /// The addresses of `name` (case and a trailing dot do not matter).
     pub fn addresses(&self, name: &str) -> &[IpAddr] {
-        self.table.get(&normalize(name)).map_or(&[], Vec::as_slice)
+        self.table.get(&*normalize(name)).map_or(&[], Vec::as_slice)
     }
 }
 
-fn normalize(name: &str) -> String {
-    name.trim_end_matches('.').to_ascii_lowercase()
+/// `name` in lower case without its trailing dot; borrowed when it is so already (a race's
+/// names are: the origin parser lower-cases them).
+fn normalize(name: &str) -> std::borrow::Cow<'_, str> {
+    let name = name.trim_end_matches('.');
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
 }
 
 impl Resolve for StaticResolver {
     fn query(&self, name: &str, kind: QueryKind) -> Answer {
-        let answer = match (self.table.get(&normalize(name)), kind) {
+        let answer = match (self.table.get(&*normalize(name)), kind) {
             (None, _) => DnsAnswer::Error(DnsError::NxDomain),
             (Some(_), QueryKind::Https) => DnsAnswer::Https(Vec::new()),
             (Some(addrs), QueryKind::Aaaa) => {
