@@ -161,6 +161,23 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
 
+/// TCP sockets in TIME_WAIT in this network namespace (`/proc/net/sockstat`): each loopback
+/// connect leaves one for a minute, and tens of thousands of them (an earlier bench's) slow
+/// every connect and widen the spread, so the rows say how many there were.
+fn time_wait() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let tcp = stat.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut words = tcp.split_whitespace();
+    words.find(|w| *w == "tw")?;
+    words.next()?.parse().ok()
+}
+
+fn time_wait_note() -> String {
+    time_wait().map_or_else(String::new, |n| {
+        format!("; {n} TIME_WAIT sockets at the start")
+    })
+}
+
 const ONE_AT_A_TIME: &str = "engine overhead, healthy loopback (one connect at a time)";
 const IN_FLIGHT: &str = "connects per second on loopback, 100 at a time";
 
@@ -224,6 +241,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     let sequential = if smoke { 20 } else { 2000 };
     let batch = if smoke { 50 } else { 5000 };
     let concurrent = if smoke { 200 } else { 10_000 };
+    let at_start = time_wait_note();
 
     // Engine overhead: one connect at a time, median per connect. The contenders take turns
     // connect by connect, so the kernel's state (TIME_WAIT buckets, caches) weighs on all alike.
@@ -260,7 +278,9 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
             } else {
                 per_connect[0] / per_connect[i]
             },
-            note: format!("{sequential} connects each, taking turns; current-thread runtime"),
+            note: format!(
+                "{sequential} connects each, taking turns; current-thread runtime{at_start}"
+            ),
         });
     }
 
@@ -271,6 +291,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
         .build()
         .expect("runtime");
     let rounds = 5;
+    let in_flight_start = time_wait_note();
     let mut totals = vec![(0usize, 0f64); Who::ALL.len()];
     for _ in 0..rounds {
         for (i, who) in Who::ALL.into_iter().enumerate() {
@@ -301,7 +322,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
                 rates[0] / rates[i]
             },
             note: format!(
-                "{}/{batch} connected, {rounds} rounds taking turns",
+                "{}/{batch} connected, {rounds} rounds taking turns{in_flight_start}",
                 totals[i].0
             ),
         });
