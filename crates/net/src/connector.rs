@@ -1425,7 +1425,6 @@ struct Racing {
     armed_at: Option<Instant>,
     /// Whether a wake-up (or the start) left something to decide before the next wait.
     turn_due: bool,
-    ended: bool,
 }
 
 impl Future for Racing {
@@ -1433,7 +1432,8 @@ impl Future for Racing {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if *this.ended {
+        // `Race::end` takes the finder: a race without one has ended.
+        if this.race.finder.is_none() {
             let error = ConnectError::Unsupported("a race polled after it ended");
             return Poll::Ready((Err(error), Vec::new()));
         }
@@ -1442,7 +1442,6 @@ impl Future for Racing {
                 *this.turn_due = false;
                 let (race, t) = (&mut *this.race, *this.t);
                 if let Some(ending) = race.turn(t) {
-                    *this.ended = true;
                     let result = race.end(ending, t);
                     race.hand_over_spares();
                     let lessons = race.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
@@ -1509,7 +1508,6 @@ impl Race {
             t: t0,
             armed_at: None,
             turn_due: true,
-            ended: false,
         }
     }
 

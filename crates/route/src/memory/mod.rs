@@ -217,6 +217,14 @@ fn teaches_family(target: SocketAddr) -> bool {
     }
 }
 
+/// Applies `lesson` to the record of its target's family, unless the target says nothing
+/// about the family's path ([`teaches_family`]).
+fn learn_family(families: &mut [FamilyRecord; 2], lesson: &Lesson) {
+    if teaches_family(lesson.target) {
+        families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+    }
+}
+
 fn slot(f: Family) -> usize {
     match f {
         Family::V6 => 0,
@@ -298,9 +306,7 @@ impl MemoryView {
         if !self.config.enabled {
             return;
         }
-        if teaches_family(lesson.target) {
-            self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
-        }
+        learn_family(&mut self.families, lesson);
         if !self.keeps_routes {
             return;
         }
@@ -564,9 +570,8 @@ impl RouteDatabase {
         self.with(|inner| {
             let net = inner.network_mut(network);
             if matches!(host, Host::Ip(_)) {
-                for lesson in lessons.filter(|l| teaches_family(l.target)) {
-                    net.families[slot(Family::of(lesson.target.ip()))]
-                        .learn(lesson.kind, lesson.at);
+                for lesson in lessons {
+                    learn_family(&mut net.families, &lesson);
                 }
                 return;
             }
@@ -591,10 +596,7 @@ impl RouteDatabase {
                 };
             }
             for lesson in lessons {
-                if teaches_family(lesson.target) {
-                    net.families[slot(Family::of(lesson.target.ip()))]
-                        .learn(lesson.kind, lesson.at);
-                }
+                learn_family(&mut net.families, &lesson);
                 origin.touched = origin.touched.max(lesson.at);
                 let known = origin.routes.iter().position(|(t, _)| *t == lesson.target);
                 match known {
