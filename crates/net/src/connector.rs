@@ -1416,28 +1416,69 @@ impl Drop for Race {
 #[pin_project::pin_project]
 struct Racing {
     race: Race,
-    /// The earliest timer of the race, re-registered only when it moves.
+    /// The race's earliest timer in tokio's timer wheel, once registered there (see
+    /// [`Racing::poll_timer`]), and the instant it is registered for.
     #[pin]
-    sleep: Sleep,
+    sleep: Option<Sleep>,
+    registered: Option<Instant>,
     /// The instant of the current turn. One clock reading per wake-up: the event that woke
     /// the race and everything the race decides because of it happen at the same instant.
     t: Instant,
+    /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]).
     armed_at: Option<Instant>,
+    /// Whether the race has waited once without registering its timer.
+    yielded: bool,
     /// Whether a wake-up (or the start) left something to decide before the next wait.
     turn_due: bool,
+}
+
+impl Racing {
+    /// Waits for the race's earliest timer, if it has one.
+    ///
+    /// Registering a timer with tokio (and taking it out again) costs more than the rest of a
+    /// connect that finishes within one turn of the I/O driver, as most loopback and LAN
+    /// connects do. So the first time the race waits, it does not register its timer: it asks
+    /// to be polled again right after the driver's next turn (`yield_now`'s deferred wake).
+    /// Only a race still waiting then registers it. Timers are absolute instants, so one that
+    /// is registered a turn later still fires on time.
+    fn poll_timer(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
+        let Some(at) = *this.armed_at else {
+            return Poll::Pending;
+        };
+        if this.sleep.is_none() && !*this.yielded {
+            *this.yielded = true;
+            // A fresh `yield_now` future hands the waker to the scheduler on its first poll.
+            let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+            return Poll::Pending;
+        }
+        if *this.registered != Some(at) {
+            *this.registered = Some(at);
+            match this.sleep.as_mut().as_pin_mut() {
+                Some(sleep) => sleep.reset(tokio_instant(at)),
+                None => this
+                    .sleep
+                    .set(Some(tokio::time::sleep_until(tokio_instant(at)))),
+            }
+        }
+        match this.sleep.as_pin_mut() {
+            Some(sleep) => sleep.poll(cx),
+            None => Poll::Pending,
+        }
+    }
 }
 
 impl Future for Racing {
     type Output = (Result<Raced, ConnectError>, Vec<Lesson>);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // `Race::end` takes the finder: a race without one has ended.
-        if this.race.finder.is_none() {
+        if self.race.finder.is_none() {
             let error = ConnectError::Unsupported("a race polled after it ended");
             return Poll::Ready((Err(error), Vec::new()));
         }
         loop {
+            let this = self.as_mut().project();
             if *this.turn_due {
                 *this.turn_due = false;
                 let (race, t) = (&mut *this.race, *this.t);
@@ -1447,16 +1488,17 @@ impl Future for Racing {
                     let lessons = race.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
                     return Poll::Ready((result, lessons.unwrap_or_default()));
                 }
-                let next = race.finder().poll_timeout();
-                if next.is_some() && next != *this.armed_at {
-                    // Re-registering with tokio's timer wheel costs; do it only when the
-                    // deadline moved.
-                    this.sleep.as_mut().reset(tokio_instant(next.unwrap_or(t)));
-                }
-                *this.armed_at = next;
+                // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
+                *this.armed_at = race.finder().poll_timeout();
             }
-            let armed = this.armed_at.is_some();
-            let wake = std::task::ready!(this.race.poll_wake(cx, this.sleep.as_mut(), armed));
+            let wake = match this.race.poll_wake(cx) {
+                Poll::Ready(wake) => wake,
+                Poll::Pending => {
+                    std::task::ready!(self.as_mut().poll_timer(cx));
+                    Wake::Timer
+                }
+            };
+            let this = self.as_mut().project();
             *this.t = now();
             this.race.handle(wake, *this.t);
             *this.turn_due = true;
@@ -1504,9 +1546,11 @@ impl Race {
                     })
                 }),
             },
-            sleep: tokio::time::sleep_until(epoch()),
+            sleep: None,
+            registered: None,
             t: t0,
             armed_at: None,
+            yielded: false,
             turn_due: true,
         }
     }
@@ -1830,12 +1874,8 @@ impl Race {
         }
     }
 
-    fn poll_wake(
-        &mut self,
-        cx: &mut Context<'_>,
-        sleep: Pin<&mut Sleep>,
-        armed: bool,
-    ) -> Poll<Wake> {
+    /// Polls everything but the timer: the pool's offers, the queries and the attempts.
+    fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
         if let Some(pool) = &mut self.pool
             && let Poll::Ready(Some(offer)) = pool.link.offers.poll_recv(cx)
         {
@@ -1864,9 +1904,6 @@ impl Race {
                 // Parked: nothing to poll until the race resumes it.
                 Step::Held(_) => {}
             }
-        }
-        if armed && sleep.poll(cx).is_ready() {
-            return Poll::Ready(Wake::Timer);
         }
         Poll::Pending
     }
