@@ -1417,9 +1417,9 @@ impl Drop for Race {
 struct Racing {
     race: Race,
     /// The race's earliest timer in tokio's timer wheel, once registered there (see
-    /// [`Racing::poll_timer`]), and the instant it is registered for.
-    #[pin]
-    sleep: Option<Sleep>,
+    /// [`Racing::poll_timer`]), and the instant it is registered for. Boxed: most races never
+    /// register one, and a race future is moved before it runs.
+    sleep: Option<Pin<Box<Sleep>>>,
     registered: Option<Instant>,
     /// The instant of the current turn. One clock reading per wake-up: the event that woke
     /// the race and everything the race decides because of it happen at the same instant.
@@ -1442,7 +1442,7 @@ impl Racing {
     /// Only a race still waiting then registers it. Timers are absolute instants, so one that
     /// is registered a turn later still fires on time.
     fn poll_timer(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
+        let this = self.project();
         let Some(at) = *this.armed_at else {
             return Poll::Pending;
         };
@@ -1454,15 +1454,13 @@ impl Racing {
         }
         if *this.registered != Some(at) {
             *this.registered = Some(at);
-            match this.sleep.as_mut().as_pin_mut() {
-                Some(sleep) => sleep.reset(tokio_instant(at)),
-                None => this
-                    .sleep
-                    .set(Some(tokio::time::sleep_until(tokio_instant(at)))),
+            match this.sleep {
+                Some(sleep) => sleep.as_mut().reset(tokio_instant(at)),
+                None => *this.sleep = Some(Box::pin(tokio::time::sleep_until(tokio_instant(at)))),
             }
         }
-        match this.sleep.as_pin_mut() {
-            Some(sleep) => sleep.poll(cx),
+        match this.sleep {
+            Some(sleep) => sleep.as_mut().poll(cx),
             None => Poll::Pending,
         }
     }

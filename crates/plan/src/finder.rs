@@ -424,33 +424,37 @@ impl FastFallbackExchangeFinder {
         let mut timers = TimerTable::default();
         timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
         let tls = Self::tls_step(&address, policy.alpn);
-        let mut race = Box::new(Self {
-            policy,
-            address,
-            tls,
-            ech_steps: Vec::new(),
-            connectivity,
-            memory,
-            history_ignored,
-            lessons: SmallVec::new(),
-            resolution,
-            queries,
-            queries_sent: false,
-            queries_out: 0,
-            sources: Vec::new(),
-            endpoints: SmallVec::new(),
-            order_dirty: false,
-            attempts: Attempts(SmallVec::new()),
-            deferred: VecDeque::new(),
-            out: OutQueue::default(),
-            exchange: 0,
-            started: now,
-            phase,
-            pacing: Pacing::default(),
-            timers,
-            needs_decision: true,
-            last_now: now,
-        });
+        // Written straight into its allocation: the race is too large to build and then copy.
+        let mut race = Box::write(
+            Box::new_uninit(),
+            Self {
+                policy,
+                address,
+                tls,
+                ech_steps: Vec::new(),
+                connectivity,
+                memory,
+                history_ignored,
+                lessons: SmallVec::new(),
+                resolution,
+                queries,
+                queries_sent: false,
+                queries_out: 0,
+                sources: Vec::new(),
+                endpoints: SmallVec::new(),
+                order_dirty: false,
+                attempts: Attempts(SmallVec::new()),
+                deferred: VecDeque::new(),
+                out: OutQueue::default(),
+                exchange: 0,
+                started: now,
+                phase,
+                pacing: Pacing::default(),
+                timers,
+                needs_decision: true,
+                last_now: now,
+            },
+        );
         race.sync_endpoints();
         race
     }
