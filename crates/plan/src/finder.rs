@@ -79,6 +79,7 @@ use fastfallback_route::{
     SourceOf, Zone,
 };
 
+use crate::answers::Answers;
 use crate::attempt::{AttemptRecord, AttemptState};
 use crate::policy::HARD_MIN_ATTEMPT_DELAY;
 use crate::timer::{Timer, TimerTable};
@@ -243,8 +244,8 @@ pub struct FastFallbackExchangeFinder {
     history_ignored: bool,
     /// Most races learn one lesson (the winner's RTT); a loser's spills to the heap.
     lessons: SmallVec<[Lesson; 1]>,
-    /// Boxed, so the race's own box stays small enough for the allocator's fast path.
-    resolution: Box<Resolution>,
+    /// What DNS told the race ([`Answers`]: nothing at all for most IP literals).
+    resolution: Answers,
     /// The queries sent at the start, in order (at most HTTPS, AAAA and A).
     queries: [Option<QueryKind>; 3],
     /// Whether the race decided to send `queries` (or gave them up unsent).
@@ -362,18 +363,21 @@ impl FastFallbackExchangeFinder {
         }
         let (host, _) = address.connect_host();
         let (resolution, queries) = match host {
-            Host::Ip(ip) => {
-                let scoped = matches!(address.zone(), Some(Zone::Index(_)));
-                // Boxed where it is built: a resolution is too large to move cheaply.
-                let mut r = Box::new(Resolution::fixed(&[*ip], scoped, connectivity));
-                if let Some(Zone::Name(n)) = address.zone() {
-                    r.note_skipped(
-                        ip.to_string(),
-                        format!("zone {n:?} was not turned into an interface index"),
-                    );
+            Host::Ip(ip) => match address.zone() {
+                None => (Answers::literal(*ip, connectivity), [None; 3]),
+                Some(zone) => {
+                    let scoped = matches!(zone, Zone::Index(_));
+                    // Boxed where it is built: a resolution is too large to move cheaply.
+                    let mut r = Box::new(Resolution::fixed(&[*ip], scoped, connectivity));
+                    if let Zone::Name(n) = zone {
+                        r.note_skipped(
+                            ip.to_string(),
+                            format!("zone {n:?} was not turned into an interface index"),
+                        );
+                    }
+                    (Answers::Resolved(r), [None; 3])
                 }
-                (r, [None; 3])
-            }
+            },
             Host::Name(_) if host.is_localhost() => {
                 // RFC 6761 §6.3: localhost names are the loopback addresses, never DNS.
                 let loopback = [
@@ -381,7 +385,7 @@ impl FastFallbackExchangeFinder {
                     IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
                 ];
                 let r = Box::new(Resolution::fixed(&loopback, false, connectivity));
-                (r, [None; 3])
+                (Answers::Resolved(r), [None; 3])
             }
             Host::Name(_) => {
                 let https = policy.query_https
@@ -411,7 +415,7 @@ impl FastFallbackExchangeFinder {
                 for (slot, kind) in queries.iter_mut().zip(q) {
                     *slot = Some(kind);
                 }
-                (r, queries)
+                (Answers::Resolved(r), queries)
             }
         };
         let phase = if waiting {
@@ -499,8 +503,10 @@ impl FastFallbackExchangeFinder {
                     self.rearm();
                     return;
                 }
-                for q in self.resolution.take_queries() {
-                    self.out.push_back(Output::StartQuery(q));
+                if let Answers::Resolved(r) = &mut self.resolution {
+                    for q in r.take_queries() {
+                        self.out.push_back(Output::StartQuery(q));
+                    }
                 }
                 self.sync_endpoints();
                 self.try_move_on(now);
@@ -936,7 +942,8 @@ impl FastFallbackExchangeFinder {
         changed |= before != endpoints.len();
         for ip in disallowed {
             let why = format!("the policy allows no {}", Family::of(ip));
-            self.resolution.note_skipped(ip.to_string(), why);
+            self.resolution
+                .note_skipped(self.connectivity, ip.to_string(), why);
         }
         self.order_dirty |= changed;
     }

@@ -25,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+mod answers;
 mod attempt;
 mod finder;
 mod plan;

@@ -464,6 +464,21 @@ impl Resolution {
         r
     }
 
+    /// Whether [`Self::fixed`] takes the unscoped literal `ip` exactly as it is: not
+    /// IPv4-mapped, not a NAT64 address it would unwrap, a valid destination, and one the host
+    /// can reach. Such a literal leaves nothing to resolve and nothing to explain, so a race
+    /// may keep the address alone instead of an aggregation built for it.
+    pub fn takes_literal_as_is(ip: IpAddr, conn: Connectivity) -> bool {
+        let unwrapped = match (ip, conn.nat64) {
+            (IpAddr::V6(v6), Some(p)) => p.extract(v6).is_some(),
+            _ => false,
+        };
+        normalize_ip(ip) == ip
+            && !unwrapped
+            && invalid_destination(ip).is_none()
+            && conn.can_reach(ip)
+    }
+
     /// Aggregation for one IP literal (see [`Self::fixed`]).
     pub fn literal(ip: IpAddr, conn: Connectivity) -> Self {
         Self::fixed(&[ip], false, conn)
@@ -1110,6 +1125,47 @@ mod tests {
         let r = Resolution::literal(ip("2001:db8::a"), v4_only);
         assert!(r.addresses().is_empty());
         assert_eq!(r.unroutable_family(), Some(Family::V6));
+    }
+
+    #[test]
+    fn a_literal_is_taken_as_is_exactly_when_fixed_admits_it_unchanged_and_silently() {
+        let literals = [
+            "2001:db8::a",
+            "192.0.2.1",
+            "::1",
+            "127.0.0.1",
+            "::ffff:192.0.2.1",
+            "64:ff9b::c000:201",
+            "fe80::1",
+            "::",
+            "0.0.0.0",
+            "ff02::1",
+            "224.0.0.1",
+            "255.255.255.255",
+            "fd00::1",
+        ];
+        let mut cases = 0;
+        for v6 in [false, true] {
+            for v4 in [false, true] {
+                for nat64 in [None, Some(Nat64Prefix::WELL_KNOWN)] {
+                    let conn = Connectivity { v6, v4, nat64 };
+                    for l in literals {
+                        let r = Resolution::literal(ip(l), conn);
+                        let as_is = r.addresses() == [ip(l)]
+                            && r.skipped().is_empty()
+                            && r.unroutable_family().is_none();
+                        assert_eq!(
+                            Resolution::takes_literal_as_is(ip(l), conn),
+                            as_is,
+                            "{l} with {conn:?}"
+                        );
+                        cases += usize::from(as_is);
+                    }
+                }
+            }
+        }
+        // Some literals are taken as they are, and some are not.
+        assert!(cases > 0 && cases < 4 * 2 * literals.len());
     }
 
     #[test]
