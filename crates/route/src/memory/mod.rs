@@ -518,8 +518,15 @@ impl RouteDatabase {
     /// What the store knows about `origin` (its connect host and port) on `network`: the input
     /// of one race. Expired entries are left out.
     pub fn view(&self, network: NetworkId, origin: &Address, now: Instant) -> MemoryView {
-        let mut view = MemoryView::empty(self.config);
         let (host, port) = origin.connect_host();
+        // A loopback literal neither reads history nor teaches any ([`teaches_family`]): its
+        // race keeps no memory at all, and learns nothing it would throw away.
+        if let Host::Ip(ip) = host
+            && !teaches_family(SocketAddr::new(*ip, port))
+        {
+            return MemoryView::disabled();
+        }
+        let mut view = MemoryView::empty(self.config);
         // An IP literal has one route: nothing to order and no attempt after it to pace, so
         // the race needs no history (it still learns, for the family records).
         if !self.config.enabled || matches!(host, Host::Ip(_)) {
@@ -731,6 +738,17 @@ mod tests {
         let remote = Address::parse("192.0.2.1:443").unwrap();
         assert!(db.learn(HOME, &remote, [lesson(V4, 0, connected(30))]));
         assert!(!db.is_empty());
+    }
+
+    #[test]
+    fn a_loopback_literal_race_keeps_no_memory_and_a_remote_literal_one_learns() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        for loopback in ["127.0.0.1:8080", "[::1]:8080", "[::ffff:127.0.0.1]:8080"] {
+            let view = db.view(HOME, &Address::parse(loopback).unwrap(), at(0));
+            assert!(!view.is_enabled(), "{loopback}");
+        }
+        let remote = db.view(HOME, &Address::parse("192.0.2.1:443").unwrap(), at(0));
+        assert!(remote.is_enabled());
     }
 
     #[test]
