@@ -287,31 +287,30 @@ impl std::ops::DerefMut for Attempts {
     }
 }
 
-/// The race's outputs waiting to be polled, first in first out. Most turns produce one, kept
-/// inline.
+/// The race's outputs waiting to be polled, first in first out. Most turns produce one: it
+/// waits in `first`, and only a turn that produces more uses `rest` (allocated then).
 #[derive(Debug, Default)]
 struct OutQueue {
-    items: SmallVec<[Option<Output<ConnectPlan>>; 1]>,
-    head: usize,
+    first: Option<Output<ConnectPlan>>,
+    rest: VecDeque<Output<ConnectPlan>>,
 }
 
 impl OutQueue {
     fn push_back(&mut self, out: Output<ConnectPlan>) {
-        self.items.push(Some(out));
+        // `first` is the head of the queue: it may take a new output only when it is empty.
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(out);
+        } else {
+            self.rest.push_back(out);
+        }
     }
 
     fn pop_front(&mut self) -> Option<Output<ConnectPlan>> {
-        let out = self.items.get_mut(self.head).and_then(Option::take);
-        self.head += 1;
-        if self.head >= self.items.len() {
-            self.items.clear();
-            self.head = 0;
-        }
-        out
+        self.first.take().or_else(|| self.rest.pop_front())
     }
 
     fn is_empty(&self) -> bool {
-        self.head >= self.items.len()
+        self.first.is_none() && self.rest.is_empty()
     }
 }
 
@@ -1391,5 +1390,33 @@ impl std::fmt::Debug for FastFallbackExchangeFinder {
             .field("deferred", &self.deferred.len())
             .field("timers", &self.timers)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastfallback_proto::QueryKind;
+
+    fn query(kind: QueryKind) -> Output<ConnectPlan> {
+        Output::StartQuery(Query::origin(kind))
+    }
+
+    #[test]
+    fn the_output_queue_is_first_in_first_out_across_its_inline_head() {
+        let mut q = OutQueue::default();
+        assert!(q.is_empty());
+        q.push_back(query(QueryKind::Https));
+        q.push_back(query(QueryKind::Aaaa));
+        assert_eq!(q.pop_front(), Some(query(QueryKind::Https)));
+        // The head is free but an older output waits behind it: a new one goes last.
+        q.push_back(query(QueryKind::A));
+        assert!(!q.is_empty());
+        assert_eq!(q.pop_front(), Some(query(QueryKind::Aaaa)));
+        assert_eq!(q.pop_front(), Some(query(QueryKind::A)));
+        assert_eq!(q.pop_front(), None);
+        assert!(q.is_empty());
+        q.push_back(query(QueryKind::A));
+        assert_eq!(q.pop_front(), Some(query(QueryKind::A)));
     }
 }
