@@ -1060,9 +1060,11 @@ enum Step {
     Tls(StepFuture<(Stream, Option<Alpn>)>),
 }
 
+/// An attempt in flight. Its plan is the race's record of it
+/// ([`FastFallbackExchangeFinder::attempt`]): the driver keeps no copy, so a running attempt
+/// is small enough to move without a call.
 struct Running {
     id: AttemptId,
-    plan: ConnectPlan,
     step: Step,
     /// The attempt's tracing span, entered whenever its step is polled.
     span: Option<Box<tracing::Span>>,
@@ -1380,8 +1382,9 @@ struct Race {
 /// What a race run for the pool holds besides the race.
 struct PoolSide {
     link: PoolLink,
-    /// Attempts that lost but are kept (`SpareWinners::Pool`).
-    spares: Vec<Running>,
+    /// Attempts that lost but are kept (`SpareWinners::Pool`), with their plans (they outlive
+    /// the race that holds them).
+    spares: Vec<(Running, ConnectPlan)>,
     /// The pooled connection the race took, once it took one.
     pooled: Option<PoolLease>,
     /// A copy of what the race taught route memory, for the calls that waited on it.
@@ -1563,6 +1566,12 @@ impl Race {
             .filter(|l| !l.is_empty())
     }
 
+    /// Where attempt `id` goes (the race's record of it).
+    fn route_of(&self, id: AttemptId) -> Option<SocketAddr> {
+        let finder = self.finder.as_deref()?;
+        finder.attempt(id).map(|a| a.plan.route.target)
+    }
+
     /// Tells the listeners that attempt `id` to `route` failed (or was cancelled).
     fn attempt_failed(&self, id: AttemptId, route: SocketAddr, error: &dyn fmt::Display) {
         if let Some(l) = self.listeners() {
@@ -1623,12 +1632,12 @@ impl Race {
             return;
         };
         let origin = self.finder.as_ref().map(|f| f.address().clone());
-        for spare in pool.spares.drain(..) {
+        for (spare, plan) in pool.spares.drain(..) {
             let limit = self.inner.policy.attempt_timeout;
-            let (attempt, route) = (spare.id, spare.plan.route.target);
+            let (attempt, route) = (spare.id, plan.route.target);
             let after = origin
                 .as_ref()
-                .map(|o| AfterTcp::new(&self.inner, o, &spare.plan));
+                .map(|o| AfterTcp::new(&self.inner, o, &plan));
             let mut step = spare.step;
             if let Step::Tcp(f) = &mut step {
                 f.start(&self.inner.socket);
@@ -1655,11 +1664,14 @@ impl Race {
 
     /// Starts what follows TCP for running attempt `i`: the tunnel and TLS of its plan.
     fn start_after_tcp(&mut self, i: usize, transport: Transport) {
+        let id = self.running[i].id;
         let Some(finder) = self.finder.as_deref() else {
             return;
         };
-        let after = AfterTcp::new(&self.inner, finder.address(), &self.running[i].plan);
-        let id = self.running[i].id;
+        let Some(record) = finder.attempt(id) else {
+            return;
+        };
+        let after = AfterTcp::new(&self.inner, finder.address(), &record.plan);
         if after.tls.is_some()
             && let Some(l) = self.listeners()
         {
@@ -1727,7 +1739,6 @@ impl Race {
                 };
                 self.running.push(Running {
                     id,
-                    plan,
                     step: Step::Tcp(step),
                     // Kept only when a subscriber wants it: a disabled span costs nothing.
                     span: (!span.is_disabled()).then(|| Box::new(span)),
@@ -1740,24 +1751,27 @@ impl Race {
                     && let Some(pool) = &mut self.pool
                     && pool.link.watch.is_some()
                     && let Some(at) = self.running.iter().position(|r| r.id == id)
+                    && let Some(plan) = self.finder.as_deref().and_then(|f| f.attempt(id))
                 {
                     // Kept: it finishes on its own after the race and may be pooled. For the
                     // call it is over.
+                    let plan = plan.plan.clone();
                     let spare = self.running.remove(at);
                     if let Some(l) = pool.link.listeners.call.as_ref() {
                         l.event(&CallEvent::ConnectFailed {
                             attempt: id.get(),
-                            route: spare.plan.route.target,
+                            route: plan.route.target,
                             error: format!(
                                 "cancelled: {reason} (kept, to be pooled if it connects)"
                             ),
                         });
                     }
-                    pool.spares.push(spare);
+                    pool.spares.push((spare, plan));
                     return None;
                 }
-                if let Some(r) = self.running.iter().find(|r| r.id == id) {
-                    let route = r.plan.route.target;
+                if self.running.iter().any(|r| r.id == id)
+                    && let Some(route) = self.route_of(id)
+                {
                     self.attempt_failed(id, route, &format_args!("cancelled: {reason}"));
                 }
                 // Dropping the future closes the socket now, in this turn.
@@ -1772,8 +1786,8 @@ impl Race {
                     return None;
                 };
                 let transport = *transport.take()?;
+                // The race's record of the attempt carries the same plan.
                 tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
-                self.running[i].plan = plan;
                 self.start_after_tcp(i, transport);
             }
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
@@ -1787,7 +1801,10 @@ impl Race {
     fn end(&mut self, ending: Ending, t: Instant) -> Result<Raced, ConnectError> {
         if self.listeners().is_some() {
             for r in &self.running {
-                self.attempt_failed(r.id, r.plan.route.target, &"cancelled: the race ended");
+                let Some(route) = self.route_of(r.id) else {
+                    continue;
+                };
+                self.attempt_failed(r.id, route, &"cancelled: the race ended");
             }
         }
         self.running.clear();
@@ -1952,8 +1969,10 @@ impl Race {
             }
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
-                let route = self.running[i].plan.route.target;
-                let plan = &self.running[i].plan;
+                let Some(plan) = self.finder.as_deref().and_then(|f| f.attempt(id)) else {
+                    return;
+                };
+                let (route, plan) = (plan.plan.route.target, &plan.plan);
                 if plan.tls.is_none() && !plan.tunnel {
                     // Nothing follows TCP: the attempt is done (checked before building the
                     // next step, which costs a few reference counts on every connect).
@@ -1982,18 +2001,23 @@ impl Race {
                         alpn: alpn.as_ref().map(ToString::to_string),
                     });
                 }
-                self.attempt_connected(id, done.plan.route.target);
+                if let Some(route) = self.route_of(id) {
+                    self.attempt_connected(id, route);
+                }
                 self.finished = Some((id, stream, alpn.clone()));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t);
             }
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
-                let failed = self.running.remove(i);
-                let id = failed.id;
+                let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");
-                self.attempt_failed(id, failed.plan.route.target, &error);
-                let follow_up = tls_follow_up(&failed.plan, &error, self.inner.tls_fallbacks.len())
-                    .or_else(|| crate::ech::follow_up(&failed.plan, &error));
+                let Some(record) = self.finder.as_deref().and_then(|f| f.attempt(id)) else {
+                    return;
+                };
+                let failed = &record.plan;
+                self.attempt_failed(id, failed.route.target, &error);
+                let follow_up = tls_follow_up(failed, &error, self.inner.tls_fallbacks.len())
+                    .or_else(|| crate::ech::follow_up(failed, &error));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t);
             }
