@@ -1412,14 +1412,12 @@ impl Drop for Race {
 /// A race as a future ([`Race::start`] builds it): the driver loop, a turn per wake-up. A
 /// plain struct rather than an `async fn`, so a connect future holds the race once and moves
 /// nothing per poll.
-#[pin_project::pin_project]
 struct Racing {
     race: Race,
     /// The race's earliest timer in tokio's timer wheel, once registered there (see
-    /// [`Racing::poll_timer`]), and the instant it is registered for. Boxed: most races never
-    /// register one, and a race future is moved before it runs.
+    /// [`Racing::poll_timer`]). Boxed: most races never register one, and a race future is
+    /// moved before it runs.
     sleep: Option<Pin<Box<Sleep>>>,
-    registered: Option<Instant>,
     /// The instant of the current turn. One clock reading per wake-up: the event that woke
     /// the race and everything the race decides because of it happen at the same instant.
     t: Instant,
@@ -1446,45 +1444,46 @@ impl Racing {
     /// to be polled again right after the driver's next turn (`yield_now`'s deferred wake).
     /// Only a race still waiting then registers it. Timers are absolute instants, so one that
     /// is registered a turn later still fires on time.
-    fn poll_timer(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
-        let Some(at) = *this.armed_at else {
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = self.armed_at else {
             return Poll::Pending;
         };
-        if this.sleep.is_none() && !*this.yielded {
-            *this.yielded = true;
+        if self.sleep.is_none() && !self.yielded {
+            self.yielded = true;
             // A fresh `yield_now` future hands the waker to the scheduler on its first poll.
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
             return Poll::Pending;
         }
-        if *this.registered != Some(at) {
-            *this.registered = Some(at);
-            match this.sleep {
-                Some(sleep) => sleep.as_mut().reset(tokio_instant(at)),
-                None => *this.sleep = Some(Box::pin(tokio::time::sleep_until(tokio_instant(at)))),
+        let at = tokio_instant(at);
+        let sleep = match &mut self.sleep {
+            Some(sleep) => {
+                // Re-registered only when the race's earliest timer moved.
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+                sleep
             }
-        }
-        match this.sleep {
-            Some(sleep) => sleep.as_mut().poll(cx),
-            None => Poll::Pending,
-        }
+            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        sleep.as_mut().poll(cx)
     }
 }
 
 impl Future for Racing {
     type Output = (Result<Raced, ConnectError>, Vec<Lesson>);
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Nothing in a race is pinned: its futures are boxed or `Unpin`.
+        let this = self.get_mut();
         // `Race::end` takes the finder: a race without one has ended.
-        if self.race.finder.is_none() {
+        if this.race.finder.is_none() {
             let error = ConnectError::Unsupported("a race polled after it ended");
             return Poll::Ready((Err(error), Vec::new()));
         }
         loop {
-            let this = self.as_mut().project();
-            if *this.turn_due {
-                *this.turn_due = false;
-                let (race, t) = (&mut *this.race, *this.t);
+            if this.turn_due {
+                this.turn_due = false;
+                let (race, t) = (&mut this.race, this.t);
                 if let Some(ending) = race.turn(t) {
                     let result = race.end(ending, t);
                     race.hand_over_spares();
@@ -1492,19 +1491,18 @@ impl Future for Racing {
                     return Poll::Ready((result, lessons.unwrap_or_default()));
                 }
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
-                *this.armed_at = race.finder().poll_timeout();
+                this.armed_at = race.finder().poll_timeout();
             }
             let wake = match this.race.poll_wake(cx) {
                 Poll::Ready(wake) => wake,
                 Poll::Pending => {
-                    std::task::ready!(self.as_mut().poll_timer(cx));
+                    std::task::ready!(this.poll_timer(cx));
                     Wake::Timer
                 }
             };
-            let this = self.as_mut().project();
-            *this.t = now();
-            this.race.handle(wake, *this.t);
-            *this.turn_due = true;
+            this.t = now();
+            this.race.handle(wake, this.t);
+            this.turn_due = true;
         }
     }
 }
@@ -1550,7 +1548,6 @@ impl Race {
                 }),
             },
             sleep: None,
-            registered: None,
             t: t0,
             armed_at: None,
             yielded: false,
