@@ -1228,15 +1228,12 @@ impl Connector {
             let mut race = Race::start(Arc::clone(&self.inner), address, link, network);
             return race.run().await;
         }
-        let routes: Vec<Address> = if address.proxy().is_some() || self.inner.proxies.is_empty() {
-            vec![address]
-        } else {
-            self.inner
-                .proxies
-                .iter()
-                .map(|p| address.clone().with_proxy(p.clone()))
-                .collect()
-        };
+        let routes: Vec<Address> = self
+            .inner
+            .proxies
+            .iter()
+            .map(|p| address.clone().with_proxy(p.clone()))
+            .collect();
         let mut earlier = Vec::new();
         let mut lessons = Vec::new();
         let count = routes.len();
@@ -1371,7 +1368,6 @@ struct Race {
     queries: Vec<(Query, Answer)>,
     /// Attempts in flight; the first is kept inline (most races never run two at once).
     running: smallvec::SmallVec<[Running; 1]>,
-    /// Finished attempts waiting for the race to declare them the winner.
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
     /// so in the same turn (a finished attempt wins at once), so one slot is enough.
     finished: Option<(AttemptId, Stream, Option<Alpn>)>,

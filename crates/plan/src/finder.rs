@@ -250,8 +250,8 @@ pub struct FastFallbackExchangeFinder {
     queries: [Option<QueryKind>; 3],
     /// Whether the race decided to send `queries` (or gave them up unsent).
     queries_sent: bool,
-    /// How many of `queries` went out as outputs: they are polled straight from the array,
-    /// ahead of the queue, so that sending them never spills the queue.
+    /// How many of `queries` went out as outputs (`u8::MAX`: given up unsent). They are
+    /// polled straight from the array, ahead of the queue, and take no room in it.
     queries_out: u8,
     sources: Vec<SourceOf>,
     endpoints: SmallVec<[Endpoint; 2]>,

@@ -747,8 +747,9 @@ mod tests {
             let view = db.view(HOME, &Address::parse(loopback).unwrap(), at(0));
             assert!(!view.is_enabled(), "{loopback}");
         }
-        let remote = db.view(HOME, &Address::parse("192.0.2.1:443").unwrap(), at(0));
-        assert!(remote.is_enabled());
+        let remote = Address::parse("192.0.2.1:443").unwrap();
+        assert!(db.view(HOME, &remote, at(0)).is_enabled());
+        assert!(db.learn(HOME, &remote, [lesson("192.0.2.1:443", 0, connected(30))]));
     }
 
     #[test]
