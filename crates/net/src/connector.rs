@@ -843,8 +843,8 @@ impl From<ConnectError> for io::Error {
 #[derive(Debug)]
 pub struct Connection {
     stream: Stream,
-    peer: SocketAddr,
-    alpn: Option<Alpn>,
+    /// Holds the peer address and ALPN too, so they are not kept twice: a `Connection` of
+    /// 128 bytes moves without a call to `memcpy`.
     story: Story,
     /// Boxed: most connections are never asked for their report, and a small `Connection`
     /// is cheap to move.
@@ -860,12 +860,15 @@ impl Connection {
 
     /// The address the winner connected to.
     pub fn peer_addr(&self) -> SocketAddr {
-        self.peer
+        // A connection always has its winning attempt.
+        self.story
+            .peer()
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// The protocol ALPN chose, if TLS negotiated one.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.alpn.as_ref()
+        self.story.alpn.as_ref()
     }
 
     /// The stream.
@@ -889,7 +892,9 @@ impl Connection {
 
     /// Everything, unformatted (the pool keeps the story for its exchange's report).
     pub(crate) fn into_raw(self) -> (Stream, SocketAddr, Option<Alpn>, Story) {
-        (self.stream, self.peer, self.alpn, self.story)
+        let peer = self.peer_addr();
+        let alpn = self.story.alpn.clone();
+        (self.stream, peer, alpn, self.story)
     }
 }
 
@@ -1138,8 +1143,9 @@ pub(crate) struct PoolLink {
 pub(crate) enum Raced {
     /// It connected: a new connection.
     Connected(Connection),
-    /// It ended on a pooled connection the pool offered (an exchange is reserved on it).
-    Pooled { lease: PoolLease, story: Story },
+    /// It ended on a pooled connection the pool offered (an exchange is reserved on it). The
+    /// lease is boxed, so this rare outcome makes the result no larger than a `Connection`.
+    Pooled { lease: Box<PoolLease>, story: Story },
 }
 
 /// Everything a race run for the pool hands back, whatever its outcome.
@@ -1363,7 +1369,6 @@ struct Race {
     /// when the race ends; still here in `drop` if the caller gave up.
     finder: Option<Box<FastFallbackExchangeFinder>>,
     network: NetworkState,
-    t0: Instant,
     log: Vec<QueryLog>,
     queries: Vec<(Query, Answer)>,
     /// Attempts in flight; the first is kept inline (most races never run two at once).
@@ -1529,7 +1534,6 @@ impl Race {
                 inner,
                 finder: Some(finder),
                 network,
-                t0,
                 log: Vec::new(),
                 queries: Vec::new(),
                 running: smallvec::SmallVec::new(),
@@ -1816,29 +1820,18 @@ impl Race {
         }
         let mut story = Story {
             race: finder,
-            t0: self.t0,
             end: t,
             queries: std::mem::take(&mut self.log),
             winner: None,
-            pooled: None,
             alpn: None,
-            error: None,
         };
         match (ending, winner) {
             (Ending::Won(id), Some((_, stream, alpn))) => {
                 tracing::debug!(%id, "race won");
-                story.winner = Some(id);
-                story.alpn.clone_from(&alpn);
-                let peer = story
-                    .race
-                    .attempt(id)
-                    .map(|a| a.plan.route.target)
-                    .or_else(|| stream.tcp().and_then(|s| s.peer_addr().ok()))
-                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                story.winner = Some(Winner::Attempt(id));
+                story.alpn = alpn;
                 Ok(Raced::Connected(Connection {
                     stream,
-                    peer,
-                    alpn,
                     story,
                     report: OnceLock::new(),
                 }))
@@ -1851,19 +1844,23 @@ impl Race {
             {
                 Some(lease) => {
                     tracing::debug!(%id, "race ended on a pooled connection");
-                    story.pooled = Some(id);
-                    Ok(Raced::Pooled { lease, story })
+                    story.winner = Some(Winner::Pooled(id));
+                    Ok(Raced::Pooled {
+                        lease: Box::new(lease),
+                        story,
+                    })
                 }
                 None => Err(ConnectError::Unsupported(
                     "a pooled winner without its lease",
                 )),
             },
             (Ending::Failed(error), _) => {
-                story.error = Some(error.to_string());
+                let mut report = story.report();
+                report.error = Some(error.to_string());
                 Err(ConnectError::Race(Box::new(RaceFailure {
                     earlier: Vec::new(),
                     error,
-                    report: story.report(),
+                    report,
                 })))
             }
             (Ending::Won(_), None) => Err(ConnectError::Unsupported("a winner without a stream")),
@@ -2074,5 +2071,21 @@ mod tests {
             UnixTime::now(),
         );
         assert!(verdict.is_err(), "{verdict:?}");
+    }
+}
+/// A connection and the race's result are moved several times per connect. Moves of up to
+/// 128 bytes are inlined; larger ones call `memcpy`, which cost ~29 instructions each when a
+/// `Connection` was 224 bytes (docs/benchmarks.md). tokio's `TcpStream` is 32 bytes in a
+/// release build (more in some test builds), so our part of a connection must stay within 96.
+#[cfg(all(test, target_pointer_width = "64"))]
+mod layout {
+    use super::{ConnectError, Connection, Raced, Stream};
+
+    #[test]
+    fn a_connection_and_a_race_result_move_without_a_memcpy_call() {
+        let ours = size_of::<Connection>() - size_of::<Stream>();
+        assert!(ours <= 96, "Connection holds {ours} bytes besides its stream");
+        let raced = size_of::<Result<Raced, ConnectError>>();
+        assert!(raced <= size_of::<Connection>(), "a race's result: {raced}");
     }
 }

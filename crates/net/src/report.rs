@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptId, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase,
-    PooledId, Query, QueryKind, QueryName,
+    Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
+    QueryKind, QueryName, Winner,
 };
 use serde::Serialize;
 
@@ -383,14 +383,14 @@ impl RaceReport {
 pub(crate) struct Story {
     /// The finished race itself (boxed once when the race started): it holds the origin and
     /// every attempt, so nothing is copied out of it.
+    ///
+    /// Its start ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
     pub(crate) race: Box<FastFallbackExchangeFinder>,
-    pub(crate) t0: Instant,
     pub(crate) end: Instant,
     pub(crate) queries: Vec<QueryLog>,
-    pub(crate) winner: Option<AttemptId>,
-    pub(crate) pooled: Option<PooledId>,
+    /// How the race ended well: its winning attempt, or the pooled connection it took.
+    pub(crate) winner: Option<Winner>,
     pub(crate) alpn: Option<Alpn>,
-    pub(crate) error: Option<String>,
 }
 
 /// One DNS query as sent and answered.
@@ -402,10 +402,20 @@ pub(crate) struct QueryLog {
 }
 
 impl Story {
+    /// The address the winning attempt connected to.
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
+        match self.winner? {
+            Winner::Attempt(id) => self.race.attempt(id).map(|a| a.plan.route.target),
+            Winner::Pooled(_) => None,
+        }
+    }
+
+    /// The report of a race that did not fail (a failure's adds its error).
     pub(crate) fn report(&self) -> RaceReport {
+        let t0 = self.race.started();
         RaceReport {
             origin: self.race.address().to_string(),
-            elapsed: since(self.end, self.t0),
+            elapsed: since(self.end, t0),
             queries: self
                 .queries
                 .iter()
@@ -415,16 +425,22 @@ impl Story {
                         QueryName::Origin => None,
                         QueryName::Target(n) => Some(n.to_string()),
                     },
-                    sent: since(q.sent, self.t0),
-                    answered: q.answered.as_ref().map(|(t, _)| since(*t, self.t0)),
+                    sent: since(q.sent, t0),
+                    answered: q.answered.as_ref().map(|(t, _)| since(*t, t0)),
                     answer: q.answered.as_ref().map(|(_, a)| AnswerReport::of(a)),
                 })
                 .collect(),
-            attempts: RaceReport::attempts_from(self.race.attempts(), self.t0),
-            winner: self.winner.map(AttemptId::get),
-            pooled: self.pooled.map(|p| p.0),
+            attempts: RaceReport::attempts_from(self.race.attempts(), t0),
+            winner: match self.winner {
+                Some(Winner::Attempt(id)) => Some(id.get()),
+                _ => None,
+            },
+            pooled: match self.winner {
+                Some(Winner::Pooled(id)) => Some(id.0),
+                _ => None,
+            },
             alpn: self.alpn.clone(),
-            error: self.error.clone(),
+            error: None,
         }
     }
 }

@@ -1034,7 +1034,7 @@ impl Shared {
                         Source::PooledMidRace
                     };
                     // Just offered: no health ping.
-                    self.take_parts(&mut st, lease).map(|c| (c, source))
+                    self.take_parts(&mut st, *lease).map(|c| (c, source))
                 };
                 let (c, source) = checkout.ok_or(ExchangeError::Closed)?;
                 Exchange::pooled(c.lease, c.parts, source, Some(story), call.listener.clone())
