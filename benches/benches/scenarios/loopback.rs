@@ -91,17 +91,27 @@ enum Who {
     Ours,
     OursBare,
     Hyper,
+    HyperLikeOurs,
     Tokio,
 }
 
 impl Who {
-    const ALL: [Self; 4] = [Self::Ours, Self::OursBare, Self::Hyper, Self::Tokio];
+    const ALL: [Self; 5] = [
+        Self::Ours,
+        Self::OursBare,
+        Self::Hyper,
+        Self::HyperLikeOurs,
+        Self::Tokio,
+    ];
 
     fn label(self) -> &'static str {
         match self {
             Self::Ours => "fastfallback",
             Self::OursBare => "fastfallback, tokio's socket options (none), parsed origin",
             Self::Hyper => "hyper-util HttpConnector",
+            Self::HyperLikeOurs => {
+                "hyper-util HttpConnector, our default options (nodelay, 60 s keepalive)"
+            }
             Self::Tokio => "tokio TcpStream::connect",
         }
     }
@@ -111,6 +121,7 @@ struct Clients {
     ours: Connector,
     bare: Connector,
     hyper: HttpConnector,
+    hyper_like_ours: HttpConnector,
     addr: SocketAddr,
     origin: String,
     address: fastfallback_route::Address,
@@ -134,6 +145,12 @@ impl Clients {
                 .build()
                 .expect("connector"),
             hyper: HttpConnector::new(),
+            hyper_like_ours: {
+                let mut h = HttpConnector::new();
+                h.set_nodelay(true);
+                h.set_keepalive(Some(Duration::from_secs(60)));
+                h
+            },
             addr,
             origin: format!("{addr}"),
             address: fastfallback_route::Address::parse(&format!("{addr}")).expect("address"),
@@ -146,8 +163,12 @@ impl Clients {
             Who::Ours => self.ours.connect(&self.origin).await.is_ok(),
             // Like-for-like with tokio (a parsed SocketAddr) and hyper-util (a parsed Uri).
             Who::OursBare => self.bare.connect_to(self.address.clone()).await.is_ok(),
-            Who::Hyper => {
-                let mut h = self.hyper.clone();
+            Who::Hyper | Who::HyperLikeOurs => {
+                let mut h = if who == Who::Hyper {
+                    self.hyper.clone()
+                } else {
+                    self.hyper_like_ours.clone()
+                };
                 tower_service::Service::call(&mut h, self.uri.clone())
                     .await
                     .is_ok()
@@ -202,7 +223,9 @@ pub(crate) fn targets(rows: &[LoopbackRow], instructions: Option<f64>) -> Vec<Ta
     };
     let one = value(ONE_AT_A_TIME, Who::OursBare) / value(ONE_AT_A_TIME, Who::Tokio);
     let bare = value(IN_FLIGHT, Who::OursBare) / value(IN_FLIGHT, Who::Hyper);
-    let ours = value(IN_FLIGHT, Who::Ours) / value(IN_FLIGHT, Who::Hyper);
+    // Our defaults set `TCP_NODELAY` and keepalive, three more system calls than hyper-util's
+    // defaults, so they are compared with a hyper-util connector set up the same way.
+    let ours = value(IN_FLIGHT, Who::Ours) / value(IN_FLIGHT, Who::HyperLikeOurs);
     let mut out = vec![
         Target {
             what: "one connect at a time, tokio's socket options: time ÷ tokio's",
@@ -217,7 +240,7 @@ pub(crate) fn targets(rows: &[LoopbackRow], instructions: Option<f64>) -> Vec<Ta
             met: bare >= 1.10,
         },
         Target {
-            what: "100 in flight, defaults: connects per second ÷ hyper-util's",
+            what: "100 in flight, defaults: connects per second ÷ hyper-util's with the same options",
             measured: ours,
             target: "≥ 1.10",
             met: ours >= 1.10,
@@ -287,18 +310,18 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     // Throughput: `batch` connects per contender with 100 in flight, in rounds that take turns.
     // A round lasts only some 20 ms, and this VM's speed drifts from one to the next, so each
     // contender's rate is the median of its rounds' rates, not the mean of a few.
-    let mt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    //
+    // The rounds run on the current-thread runtime, which polls its own sockets. A future
+    // blocked on from outside a multi-thread runtime is woken from the worker thread that
+    // polls them, and that hop between threads, the same for every contender, took a third
+    // of each connect's time here (docs/benchmarks.md).
     let rounds = if smoke { 2 } else { 10 };
     let in_flight_start = time_wait_note();
     let mut connected = vec![0usize; Who::ALL.len()];
     let mut round_rates: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); Who::ALL.len()];
     for _ in 0..rounds {
         for (i, who) in Who::ALL.into_iter().enumerate() {
-            let (ok, secs) = mt.block_on(async {
+            let (ok, secs) = rt.block_on(async {
                 let t = Instant::now();
                 let ok = futures::stream::iter(0..batch / rounds)
                     .map(|_| clients.connect(who))
@@ -325,13 +348,18 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
                 rates[0] / rates[i]
             },
             note: format!(
-                "{}/{batch} connected, {rounds} rounds taking turns{in_flight_start}",
+                "{}/{batch} connected, {rounds} rounds taking turns; current-thread runtime{in_flight_start}",
                 connected[i]
             ),
         });
     }
 
     // Many races at once: all complete, and the process holds no more descriptors afterwards.
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let before = open_fds();
     let (ok, secs) = mt.block_on(async {
         let t = Instant::now();
