@@ -1197,7 +1197,8 @@ impl Connector {
             // Boxed, so the failover's state does not make every connect future larger.
             return connection(Box::pin(self.race_routes(address, None)).await.0);
         }
-        let address = resolve_zone(address).map_err(ConnectError::InvalidAddress)?;
+        let mut address = address;
+        resolve_zone(&mut address).map_err(ConnectError::InvalidAddress)?;
         let start = self.inner.network_for_race().await;
         let mut race = Race::start(Arc::clone(&self.inner), address, None, start);
         connection(race.run().await.0)
@@ -1224,10 +1225,10 @@ impl Connector {
         address: Address,
         mut link: Option<PoolLink>,
     ) -> (Result<Raced, ConnectError>, Vec<Lesson>) {
-        let address = match resolve_zone(address) {
-            Ok(a) => a,
-            Err(e) => return (Err(ConnectError::InvalidAddress(e)), Vec::new()),
-        };
+        let mut address = address;
+        if let Err(e) = resolve_zone(&mut address) {
+            return (Err(ConnectError::InvalidAddress(e)), Vec::new());
+        }
         // The common case, one race and no list to build.
         if address.proxy().is_some() || self.inner.proxies.is_empty() {
             let network = self.inner.network_for_race().await;
@@ -1344,9 +1345,10 @@ fn connection(raced: Result<Raced, ConnectError>) -> Result<Connection, ConnectE
 /// Turns an interface name in a literal's zone into its index (RFC 4007 §11). The index is
 /// read from the calling thread's network namespace (`/proc/thread-self/net/if_inet6`, which
 /// lists every interface with IPv6, as a link-local zone needs).
-fn resolve_zone(address: Address) -> Result<Address, AddressError> {
+/// Changed in place: most addresses have no zone name, and then nothing moves.
+fn resolve_zone(address: &mut Address) -> Result<(), AddressError> {
     let Some(Zone::Name(name)) = address.zone() else {
-        return Ok(address);
+        return Ok(());
     };
     let table = std::fs::read_to_string("/proc/thread-self/net/if_inet6").unwrap_or_default();
     let index = table
@@ -1359,7 +1361,8 @@ fn resolve_zone(address: Address) -> Result<Address, AddressError> {
             }
         })
         .ok_or_else(|| AddressError::UnknownInterface(name.clone()))?;
-    Ok(address.with_zone(Zone::Index(index)))
+    *address = address.clone().with_zone(Zone::Index(index));
+    Ok(())
 }
 
 /// One race in progress: the state machine, and the futures it asked for.
@@ -2084,7 +2087,10 @@ mod layout {
     #[test]
     fn a_connection_and_a_race_result_move_without_a_memcpy_call() {
         let ours = size_of::<Connection>() - size_of::<Stream>();
-        assert!(ours <= 96, "Connection holds {ours} bytes besides its stream");
+        assert!(
+            ours <= 96,
+            "Connection holds {ours} bytes besides its stream"
+        );
         let raced = size_of::<Result<Raced, ConnectError>>();
         assert!(raced <= size_of::<Connection>(), "a race's result: {raced}");
     }

@@ -889,6 +889,8 @@ impl FastFallbackExchangeFinder {
         let (policy, connectivity) = (&self.policy, &self.connectivity);
         let (tls, ech_steps) = (&self.tls, &mut self.ech_steps);
         let (endpoints, sources) = (&mut self.endpoints, &self.sources);
+        // The first sync (every race's, and a literal's only one) has nothing to reconcile.
+        let first = endpoints.is_empty();
         for e in endpoints.iter_mut() {
             e.listed = false;
         }
@@ -946,9 +948,11 @@ impl FastFallbackExchangeFinder {
             }
         });
         // HEv3 §7: an attempted endpoint keeps its place; an untried one that left goes.
-        let before = endpoints.len();
-        endpoints.retain(|e| e.listed || e.tried);
-        changed |= before != endpoints.len();
+        if !first {
+            let before = endpoints.len();
+            endpoints.retain(|e| e.listed || e.tried);
+            changed |= before != endpoints.len();
+        }
         for ip in disallowed {
             let why = format!("the policy allows no {}", Family::of(ip));
             self.resolution
