@@ -846,14 +846,23 @@ impl FastFallbackExchangeFinder {
     /// Re-derives the timers that follow the race's state.
     fn rearm(&mut self) {
         let running = self.phase.is_running();
+        if !running {
+            // An ended race waits for nothing but the DNS tail its win chose: every other
+            // derivation below gives `None` then, so it is not computed.
+            let tail = self.timers.get(Timer::DnsTail);
+            self.timers.stop_all();
+            if matches!(self.phase, RacePhase::Won { .. }) && self.resolution.pending() {
+                self.timers.set(Timer::DnsTail, tail);
+            }
+            return;
+        }
         let attempt_timeout = self
             .attempts
             .iter()
             .filter(|a| a.in_flight())
             .map(|a| a.timeout_at)
             .min();
-        self.timers
-            .set(Timer::AttemptTimeout, attempt_timeout.filter(|_| running));
+        self.timers.set(Timer::AttemptTimeout, attempt_timeout);
         let rd = match self.phase {
             RacePhase::Resolving => self.resolution.deadline(),
             _ => None,
@@ -866,18 +875,13 @@ impl FastFallbackExchangeFinder {
             .resolution
             .first_positive_at()
             .filter(|_| self.resolution.holds_tls() && !self.policy.protected_dns)
-            .map(|t| t + wait)
-            .filter(|_| running && !matches!(self.phase, RacePhase::Won { .. }));
+            .map(|t| t + wait);
         self.timers.set(Timer::HttpsWait, https_wait);
         let next =
             (self.phase == RacePhase::Racing && self.has_candidate()).then(|| self.launch_gate());
         self.timers.set(Timer::NextAttempt, next);
-        if !running {
-            self.timers.set(Timer::Deadline, None);
-        }
-        if !matches!(self.phase, RacePhase::Won { .. }) || !self.resolution.pending() {
-            self.timers.set(Timer::DnsTail, None);
-        }
+        // A running race has not won, so it has no DNS tail yet.
+        self.timers.set(Timer::DnsTail, None);
     }
 
     /// Reconciles the endpoint list with the current DNS answers: new addresses are added,
