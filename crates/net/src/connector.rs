@@ -1192,12 +1192,11 @@ impl Connector {
     }
 
     /// Races to an already parsed address.
-    pub async fn connect_to(&self, address: Address) -> Result<Connection, ConnectError> {
+    pub async fn connect_to(&self, mut address: Address) -> Result<Connection, ConnectError> {
         if address.proxy().is_none() && !self.inner.proxies.is_empty() {
             // Boxed, so the failover's state does not make every connect future larger.
             return connection(Box::pin(self.race_routes(address, None)).await.0);
         }
-        let mut address = address;
         resolve_zone(&mut address).map_err(ConnectError::InvalidAddress)?;
         let start = self.inner.network_for_race().await;
         let mut race = Race::start(Arc::clone(&self.inner), address, None, start);
@@ -1222,10 +1221,9 @@ impl Connector {
     /// memory.
     async fn race_routes(
         &self,
-        address: Address,
+        mut address: Address,
         mut link: Option<PoolLink>,
     ) -> (Result<Raced, ConnectError>, Vec<Lesson>) {
-        let mut address = address;
         if let Err(e) = resolve_zone(&mut address) {
             return (Err(ConnectError::InvalidAddress(e)), Vec::new());
         }
