@@ -591,7 +591,7 @@ impl FastFallbackExchangeFinder {
     /// nothing in any other phase.
     pub fn handle_release(&mut self, news: &[Lesson], now: Instant) {
         let now = self.clock(now);
-        if self.phase != RacePhase::Waiting {
+        if !matches!(self.phase, RacePhase::Waiting) {
             return;
         }
         for lesson in news {
@@ -838,7 +838,7 @@ impl FastFallbackExchangeFinder {
     }
 
     fn try_move_on(&mut self, now: Instant) {
-        if self.phase == RacePhase::Resolving && self.resolution.poll(now) {
+        if matches!(self.phase, RacePhase::Resolving) && self.resolution.poll(now) {
             self.phase = RacePhase::Racing;
         }
     }
@@ -877,8 +877,8 @@ impl FastFallbackExchangeFinder {
             .filter(|_| self.resolution.holds_tls() && !self.policy.protected_dns)
             .map(|t| t + wait);
         self.timers.set(Timer::HttpsWait, https_wait);
-        let next =
-            (self.phase == RacePhase::Racing && self.has_candidate()).then(|| self.launch_gate());
+        let next = (matches!(self.phase, RacePhase::Racing) && self.has_candidate())
+            .then(|| self.launch_gate());
         self.timers.set(Timer::NextAttempt, next);
         // A running race has not won, so it has no DNS tail yet.
         self.timers.set(Timer::DnsTail, None);
@@ -1045,18 +1045,18 @@ impl FastFallbackExchangeFinder {
 
     /// Decides what to do at `now`: send the queries, start what may start, or fail.
     fn decide(&mut self, now: Instant) {
-        if self.phase == RacePhase::Waiting {
+        if matches!(self.phase, RacePhase::Waiting) {
             return;
         }
         if !self.queries_sent && self.phase.is_running() {
             // They go out from `queries`, ahead of anything this decision queues.
             self.queries_sent = true;
         }
-        if self.phase == RacePhase::Racing {
+        if matches!(self.phase, RacePhase::Racing) {
             if self.order_dirty {
                 self.reorder(now);
             }
-            while self.phase == RacePhase::Racing
+            while matches!(self.phase, RacePhase::Racing)
                 && self.has_candidate()
                 && now >= self.launch_gate()
             {
@@ -1214,10 +1214,12 @@ impl FastFallbackExchangeFinder {
     /// the route's RTT, else the family's recent RTT on this network, else the fixed default.
     fn attempt_delay(&self, target: SocketAddr) -> Duration {
         let now = self.last_now;
-        let srtt = self
-            .memory
-            .srtt(target, now)
-            .or_else(|| self.memory.family_srtt(Family::of(target.ip()), now));
+        // A disabled view (a loopback literal's race) knows no RTT: not asked.
+        let memory = Some(&self.memory).filter(|m| m.is_enabled());
+        let srtt = memory.and_then(|m| {
+            m.srtt(target, now)
+                .or_else(|| m.family_srtt(Family::of(target.ip()), now))
+        });
         self.policy.attempt_delay_for(srtt)
     }
 
@@ -1269,7 +1271,7 @@ impl FastFallbackExchangeFinder {
         let a = &mut self.attempts[i];
         a.state = state;
         a.ended = Some(now);
-        if self.phase == RacePhase::TlsOwner(a.id) {
+        if matches!(self.phase, RacePhase::TlsOwner(owner) if owner == a.id) {
             self.phase = RacePhase::Racing;
         }
     }
