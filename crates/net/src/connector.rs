@@ -2074,6 +2074,7 @@ mod tests {
         assert!(verdict.is_err(), "{verdict:?}");
     }
 }
+
 /// A connection and the race's result are moved several times per connect. Moves of up to
 /// 128 bytes are inlined; larger ones call `memcpy`, which cost ~29 instructions each when a
 /// `Connection` was 224 bytes (docs/benchmarks.md). tokio's `TcpStream` is 32 bytes in a

@@ -1440,6 +1440,7 @@ mod tests {
         assert_eq!(q.pop_front(), Some(query(QueryKind::A)));
     }
 }
+
 /// The race's state is boxed once per race. glibc's per-thread cache (tcache) serves
 /// allocations of up to 1 032 bytes on 64-bit targets; a larger one takes `malloc`'s general
 /// path, which cost ~400 more instructions per connect when the state had grown to 1 040
