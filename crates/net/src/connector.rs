@@ -860,10 +860,7 @@ impl Connection {
 
     /// The address the winner connected to.
     pub fn peer_addr(&self) -> SocketAddr {
-        // A connection always has its winning attempt.
-        self.story
-            .peer()
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+        self.story.peer()
     }
 
     /// The protocol ALPN chose, if TLS negotiated one.
@@ -890,11 +887,10 @@ impl Connection {
         self.stream
     }
 
-    /// Everything, unformatted (the pool keeps the story for its exchange's report).
-    pub(crate) fn into_raw(self) -> (Stream, SocketAddr, Option<Alpn>, Story) {
-        let peer = self.peer_addr();
-        let alpn = self.story.alpn.clone();
-        (self.stream, peer, alpn, self.story)
+    /// The stream and the story, unformatted (the pool keeps the story for its exchange's
+    /// report; the story also has the peer address and ALPN).
+    pub(crate) fn into_raw(self) -> (Stream, Story) {
+        (self.stream, self.story)
     }
 }
 

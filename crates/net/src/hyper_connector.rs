@@ -69,14 +69,12 @@ impl tower_service::Service<http::Uri> for HyperConnector {
         Box::pin(async move {
             let address = Address::parse(&uri.to_string()).map_err(ConnectError::InvalidAddress)?;
             let conn = connector.connect_to(address).await?;
-            let (stream, peer, alpn, story) = conn.into_raw();
-            let h2 = alpn == Some(Alpn::H2);
+            let (stream, story) = conn.into_raw();
+            let h2 = story.alpn == Some(Alpn::H2);
             let info = ConnectInfo {
                 inner: Arc::new(InfoCell {
                     story,
                     report: OnceLock::new(),
-                    peer,
-                    alpn,
                 }),
             };
             Ok(HyperIo {
@@ -96,11 +94,10 @@ pub struct ConnectInfo {
     inner: Arc<InfoCell>,
 }
 
+/// The story holds the peer address and ALPN too ([`Story::peer`]), so they are not kept twice.
 struct InfoCell {
     story: Story,
     report: OnceLock<RaceReport>,
-    peer: std::net::SocketAddr,
-    alpn: Option<Alpn>,
 }
 
 impl ConnectInfo {
@@ -111,20 +108,20 @@ impl ConnectInfo {
 
     /// The address the connection went to.
     pub fn peer_addr(&self) -> std::net::SocketAddr {
-        self.inner.peer
+        self.inner.story.peer()
     }
 
     /// The protocol ALPN chose, if TLS negotiated one.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.inner.alpn.as_ref()
+        self.inner.story.alpn.as_ref()
     }
 }
 
 impl fmt::Debug for ConnectInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConnectInfo")
-            .field("peer", &self.inner.peer)
-            .field("alpn", &self.inner.alpn)
+            .field("peer", &self.peer_addr())
+            .field("alpn", &self.alpn())
             .finish_non_exhaustive()
     }
 }

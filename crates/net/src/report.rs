@@ -402,12 +402,14 @@ pub(crate) struct QueryLog {
 }
 
 impl Story {
-    /// The address the winning attempt connected to.
-    pub(crate) fn peer(&self) -> Option<SocketAddr> {
-        match self.winner? {
-            Winner::Attempt(id) => self.race.attempt(id).map(|a| a.plan.route.target),
-            Winner::Pooled(_) => None,
+    /// The address the winning attempt connected to: the unspecified address for a race that
+    /// no attempt of its own won (a connection always has its winning attempt).
+    pub(crate) fn peer(&self) -> SocketAddr {
+        match self.winner {
+            Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
+            _ => None,
         }
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// The report of a race that did not fail (a failure's adds its error).

@@ -1040,8 +1040,9 @@ impl Shared {
                 Exchange::pooled(c.lease, c.parts, source, Some(story), call.listener.clone())
             }
             Ok(Raced::Connected(conn)) => {
-                let (stream, peer, alpn, story) = conn.into_raw();
-                let protocol = self.protocol_for(alpn, origin);
+                let (stream, story) = conn.into_raw();
+                let protocol = self.protocol_for(story.alpn.as_ref(), origin);
+                let peer = story.peer();
                 let conn = match Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await
                 {
                     Ok(c) => c,
@@ -1154,9 +1155,9 @@ impl Shared {
             // Only offered to races that watch, which this one does not.
             Raced::Pooled { .. } => return Ok(()),
         };
-        let (stream, peer, alpn, _story) = conn.into_raw();
-        let protocol = self.protocol_for(alpn, origin);
-        let conn = Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await?;
+        let (stream, story) = conn.into_raw();
+        let protocol = self.protocol_for(story.alpn.as_ref(), origin);
+        let conn = Conn::handshake(stream, story.peer(), protocol, Arc::downgrade(self)).await?;
         let mut st = self.lock();
         let id = self.insert(&mut st, origin, conn, false);
         drop(st);
@@ -1166,7 +1167,7 @@ impl Shared {
 
     /// The protocol a new connection speaks: ALPN's choice, or prior-knowledge h2 on
     /// cleartext when the options say so (RFC 9113 §3.3).
-    fn protocol_for(&self, alpn: Option<Alpn>, origin: &Origin) -> Protocol {
+    fn protocol_for(&self, alpn: Option<&Alpn>, origin: &Origin) -> Protocol {
         match (alpn, origin.is_tls()) {
             (Some(Alpn::H2), true) => Protocol::Http2,
             (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
@@ -1601,7 +1602,7 @@ impl Watch for WatchHandle {
                 l.event(&ConnectionEvent::ConnectEnd { attempt, route });
             }
             let peer = route;
-            if shared.protocol_for(alpn, &origin) != Protocol::Http2 {
+            if shared.protocol_for(alpn.as_ref(), &origin) != Protocol::Http2 {
                 // Not worth keeping: dropping it closes it.
                 return;
             }
