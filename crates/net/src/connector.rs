@@ -1560,10 +1560,14 @@ impl Race {
             .filter(|l| !l.is_empty())
     }
 
-    /// Where attempt `id` goes (the race's record of it).
+    /// The plan of attempt `id`: the race's record of it (the driver keeps no copy).
+    fn plan_of(&self, id: AttemptId) -> Option<&ConnectPlan> {
+        self.finder.as_deref()?.attempt(id).map(|a| &a.plan)
+    }
+
+    /// Where attempt `id` goes.
     fn route_of(&self, id: AttemptId) -> Option<SocketAddr> {
-        let finder = self.finder.as_deref()?;
-        finder.attempt(id).map(|a| a.plan.route.target)
+        self.plan_of(id).map(|p| p.route.target)
     }
 
     /// Tells the listeners that attempt `id` to `route` failed (or was cancelled).
@@ -1956,10 +1960,10 @@ impl Race {
             }
             Wake::Tcp(i, Ok(transport)) => {
                 let id = self.running[i].id;
-                let Some(plan) = self.finder.as_deref().and_then(|f| f.attempt(id)) else {
+                let Some(plan) = self.plan_of(id) else {
                     return;
                 };
-                let (route, plan) = (plan.plan.route.target, &plan.plan);
+                let route = plan.route.target;
                 if plan.tls.is_none() && !plan.tunnel {
                     // Nothing follows TCP: the attempt is done (checked before building the
                     // next step, which costs a few reference counts on every connect).
@@ -1998,10 +2002,9 @@ impl Race {
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
                 let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");
-                let Some(record) = self.finder.as_deref().and_then(|f| f.attempt(id)) else {
+                let Some(failed) = self.plan_of(id) else {
                     return;
                 };
-                let failed = &record.plan;
                 self.attempt_failed(id, failed.route.target, &error);
                 let follow_up = tls_follow_up(failed, &error, self.inner.tls_fallbacks.len())
                     .or_else(|| crate::ech::follow_up(failed, &error));
