@@ -40,8 +40,16 @@ const PUBLIC_NAME: &str = "public.test";
 const PORT: u16 = 80;
 const TLS_PORT: u16 = 443;
 const RTT: Duration = Duration::from_millis(20);
-/// Tolerance for one timing read off the race's report or the wire's log.
-const SLACK: f64 = 10.0;
+/// How late one timing read off the race's report or the wire's log may be.
+///
+/// Nothing happens early, so every lower bound is tight (−1 ms, for rounding between the
+/// wire's clock and the race's). Upper bounds are loose: the wire's delays are kept by a
+/// userspace thread, the DNS server and the race run on the same two cores as the rest of
+/// CI, and a busy VM has made a 20 ms RTT take 30 ms and an answer come 25 ms late. The
+/// exact timelines are asserted on virtual time (the sim in `crates/plan`, the driver's
+/// paused-time tests); here each upper bound only has to tell the behaviour under test from
+/// the wrong one it guards against, and each of those is more than this far away.
+const SLACK: f64 = 25.0;
 
 fn v6(i: u8) -> IpAddr {
     IpAddr::V6(server_v6(i))
@@ -152,6 +160,7 @@ fn client_tcp_sockets(net: &TestNet) -> usize {
         .count()
 }
 
+/// Asserts that `got` is `want` or up to [`SLACK`] later (never more than 1 ms earlier).
 fn assert_near(what: &str, got: f64, want: f64) {
     assert!(
         got >= want - 1.0 && got <= want + SLACK,
@@ -273,9 +282,10 @@ fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
         a.started.ms(),
         a_answer.answered.unwrap().ms() + 50.0,
     );
-    assert!(
-        report.elapsed.ms() <= 50.0 + 20.0 + 5.0 + a_answer.answered.unwrap().ms(),
-        "{report}"
+    assert_near(
+        "won one RTT after the IPv4 start",
+        report.elapsed.ms() - a.started.ms(),
+        20.0,
     );
     let aaaa = report
         .queries
@@ -345,9 +355,10 @@ fn second_contact_skips_the_blackholed_family() {
     });
     assert_eq!(second.attempts_started(), 1, "{second}");
     assert_eq!(second.attempts[0].route.ip(), v4(0), "{second}");
-    assert!(
-        second.elapsed.ms() <= 20.0 + 5.0 + second.attempts[0].started.ms(),
-        "{second}"
+    assert_near(
+        "second contact",
+        second.elapsed.ms() - second.attempts[0].started.ms(),
+        20.0,
     );
 }
 
@@ -404,7 +415,7 @@ fn stalled_tls_handshake_is_overtaken_by_the_next_route() {
     // which in an unoptimised test build is several ms on a busy core.
     let tls = a1.ended.unwrap().ms() - a1.started.ms();
     assert!(
-        (39.0..60.0).contains(&tls),
+        (39.0..40.0 + SLACK + 10.0).contains(&tls),
         "IPv4 TCP + TLS: {tls:.1} ms, expected 40 ms + CPU"
     );
 }
@@ -809,7 +820,23 @@ fn an_https_answer_inside_the_resolution_delay_is_waited_for() {
     let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
     let first = &report.attempts[0];
     assert_eq!(first.route, SocketAddr::new(v6(0), TLS_PORT), "{report}");
-    assert_near("start after the HTTPS answer", first.started.ms(), 25.0);
+    let answered = |kind| {
+        report
+            .queries
+            .iter()
+            .find(|q| q.kind == kind)
+            .and_then(|q| q.answered)
+            .map(|at| at.ms())
+            .unwrap_or_else(|| panic!("a {kind:?} answer\n{report}"))
+    };
+    let addresses = answered(QueryKind::Aaaa).min(answered(QueryKind::A));
+    let https = answered(QueryKind::Https);
+    // Read against the race's own clock: the answers' times carry the DNS server's delays.
+    assert!(
+        https < addresses + 50.0,
+        "the HTTPS answer came after the Resolution Delay, so this run tests nothing\n{report}"
+    );
+    assert_near("start at the HTTPS answer", first.started.ms(), https);
     assert!(first.plan.ends_with("[h2, http/1.1]"), "{report}");
     assert_eq!(
         report.alpn.as_ref().map(ToString::to_string).as_deref(),
@@ -851,8 +878,18 @@ fn hints_give_way_to_the_real_answers_and_a_withdrawn_hint_is_never_tried() {
     let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
     let routes: Vec<IpAddr> = report.attempts.iter().map(|a| a.route.ip()).collect();
     assert_eq!(routes, [v6(3), v4(0)], "{report}");
-    assert_near("hint start", report.attempts[0].started.ms(), 10.0);
-    assert_near("real IPv4 start", report.attempts[1].started.ms(), 260.0);
+    let https = report
+        .queries
+        .iter()
+        .find(|q| q.kind == QueryKind::Https)
+        .and_then(|q| q.answered)
+        .expect("the HTTPS answer");
+    assert_near("hint start", report.attempts[0].started.ms(), https.ms());
+    assert_near(
+        "real IPv4 start, one attempt delay later",
+        report.attempts[1].started.ms() - report.attempts[0].started.ms(),
+        250.0,
+    );
     assert_eq!(report.winner, Some(report.attempts[1].id), "{report}");
     assert!(
         net.syns().iter().all(|(_, d)| d.ip() != v4(3)),
@@ -941,10 +978,17 @@ fn an_ech_race_holds_the_client_hello_for_the_https_answer_and_never_falls_back_
     let plans: Vec<&str> = report.attempts.iter().map(|a| a.plan.as_str()).collect();
     assert_eq!(plans.len(), 2, "{report}");
     assert!(plans.iter().all(|p| p.ends_with("with ECH")), "{report}");
+    // HEv3 §4.2: the Resolution Delay runs from the first positive address answer (both are).
+    let addresses = report
+        .queries
+        .iter()
+        .filter(|q| q.kind != QueryKind::Https)
+        .map(|q| q.answered.expect("both address answers").ms())
+        .fold(f64::INFINITY, f64::min);
     assert_near(
         "TCP at the Resolution Delay",
         report.attempts[0].started.ms(),
-        50.0,
+        addresses + 50.0,
     );
     let https_at = report.queries[0].answered.expect("the HTTPS answer").ms();
     // The wire's clock and the race's are put on one scale by the first SYN, which leaves
@@ -1117,10 +1161,7 @@ fn second_race_ends_on_the_first_calls_h2_connection_when_it_is_pooled() {
     );
     // b ended when a's connection was pooled: a's race end, on the same clock.
     let (a_end, b_end) = (ta + ra.elapsed.ms(), tb + rb.elapsed.ms());
-    assert!(
-        (b_end - a_end).abs() < 5.0,
-        "a ended at {a_end:.1} ms, b at {b_end:.1} ms\n{ra}\n{rb}"
-    );
+    assert_near("b's end, at a's", b_end, a_end);
     // IPv4 SYN at 250 (a's), TCP 10 ms, TLS 10 ms (several more in this unoptimised build):
     // a's race ends before b's own IPv4 start (50 + 250) was due, so that start never came.
     let a_race = ra.elapsed.ms();
@@ -1154,10 +1195,7 @@ fn waiting_call_sends_nothing_and_shares_the_first_calls_h2_connection() {
     assert_eq!(rb.attempts_started(), 0, "{rb}");
     assert_eq!(rb.pooled, Some(1), "{rb}");
     let (a_end, b_end) = (ta + ra.elapsed.ms(), tb + rb.elapsed.ms());
-    assert!(
-        (b_end - a_end).abs() < 5.0,
-        "a ended at {a_end:.1} ms, b at {b_end:.1} ms"
-    );
+    assert_near("b's end, at a's", b_end, a_end);
     let syns = syn_offsets(&net);
     assert_eq!(syns.len(), 2, "a's IPv6 and IPv4 SYNs only: {syns:?}");
     assert_eq!(net.accepted(SocketAddr::new(v4(0), TLS_PORT)), 1);
