@@ -1196,7 +1196,7 @@ impl Connector {
         resolve_zone(&mut address).map_err(ConnectError::InvalidAddress)?;
         let start = self.inner.network_for_race().await;
         let mut race = Race::start(Arc::clone(&self.inner), address, None, start);
-        connection(race.run().await.0)
+        connection(race.run().await)
     }
 
     /// The proxies connects fail over across (empty: direct).
@@ -1227,7 +1227,8 @@ impl Connector {
         if address.proxy().is_some() || self.inner.proxies.is_empty() {
             let network = self.inner.network_for_race().await;
             let mut race = Race::start(Arc::clone(&self.inner), address, link, network);
-            return race.run().await;
+            let result = race.run().await;
+            return (result, race.lessons());
         }
         let routes: Vec<Address> = self
             .inner
@@ -1241,11 +1242,9 @@ impl Connector {
         for (i, route) in routes.into_iter().enumerate() {
             let more = i + 1 < count;
             let network = self.inner.network_for_race().await;
-            let (result, learned) =
-                Race::start(Arc::clone(&self.inner), route, link.take(), network)
-                    .run()
-                    .await;
-            lessons.extend(learned);
+            let mut race = Race::start(Arc::clone(&self.inner), route, link.take(), network);
+            let result = race.run().await;
+            lessons.extend(race.lessons());
             match result {
                 Err(ConnectError::Race(f)) if more && failed_at_proxy(&f.error) => earlier.push(*f),
                 Err(ConnectError::Race(mut f)) => {
@@ -1434,6 +1433,14 @@ impl Racing {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll(cx))
     }
 
+    /// What the race taught route memory, for the pool's calls that waited on it (a race
+    /// outside the pool keeps no copy). Read once the race has ended.
+    fn lessons(&mut self) -> Vec<Lesson> {
+        let pool = self.race.pool.as_mut();
+        pool.map(|p| std::mem::take(&mut p.lessons))
+            .unwrap_or_default()
+    }
+
     /// Waits for the race's earliest timer, if it has one.
     ///
     /// Registering a timer with tokio (and taking it out again) costs more than the rest of a
@@ -1468,15 +1475,16 @@ impl Racing {
 }
 
 impl Future for Racing {
-    type Output = (Result<Raced, ConnectError>, Vec<Lesson>);
+    type Output = Result<Raced, ConnectError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Nothing in a race is pinned: its futures are boxed or `Unpin`.
         let this = self.get_mut();
         // `Race::end` takes the finder: a race without one has ended.
         if this.race.finder.is_none() {
-            let error = ConnectError::Unsupported("a race polled after it ended");
-            return Poll::Ready((Err(error), Vec::new()));
+            return Poll::Ready(Err(ConnectError::Unsupported(
+                "a race polled after it ended",
+            )));
         }
         loop {
             if this.turn_due {
@@ -1485,8 +1493,7 @@ impl Future for Racing {
                 if let Some(ending) = race.turn(t) {
                     let result = race.end(ending, t);
                     race.hand_over_spares();
-                    let lessons = race.pool.as_mut().map(|p| std::mem::take(&mut p.lessons));
-                    return Poll::Ready((result, lessons.unwrap_or_default()));
+                    return Poll::Ready(result);
                 }
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
                 this.armed_at = race.finder().poll_timeout();
