@@ -237,13 +237,10 @@ impl Inner {
         finder: &mut FastFallbackExchangeFinder,
         keep: Option<&mut Vec<Lesson>>,
     ) {
-        let Some(db) = &self.db else {
+        let Some(db) = self.db.as_ref().filter(|_| finder.has_lessons()) else {
             return;
         };
         let (address, lessons) = finder.take_lessons();
-        if lessons.len() == 0 {
-            return;
-        }
         let learned = match keep {
             Some(keep) => {
                 let start = keep.len();

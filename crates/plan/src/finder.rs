@@ -720,6 +720,12 @@ impl FastFallbackExchangeFinder {
         self.lessons.drain(..)
     }
 
+    /// Whether the race learned anything [`Self::drain_lessons`] has not taken yet. Cheaper
+    /// than draining nothing: a loopback literal's race never learns.
+    pub fn has_lessons(&self) -> bool {
+        !self.lessons.is_empty()
+    }
+
     /// [`Self::drain_lessons`], with the origin they are about (the key to learn them under).
     pub fn take_lessons(&mut self) -> (&Address, impl ExactSizeIterator<Item = Lesson> + '_) {
         (&self.address, self.lessons.drain(..))

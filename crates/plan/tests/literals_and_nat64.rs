@@ -248,3 +248,50 @@ fn link_local_answer_without_a_scope_is_still_skipped() {
     let (err, _) = run.failed().expect("fails");
     assert_eq!(err.skipped[0].1, "link-local address without a scope");
 }
+
+#[test]
+fn a_loopback_literals_race_learns_nothing_and_a_documentation_literals_failure_is_a_lesson() {
+    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
+    use fastfallback_proto::{
+        AttemptError, AttemptErrorKind, AttemptEvent, Instant, Output, Phase,
+    };
+    use fastfallback_route::{Address, MemoryView, RouteMemory};
+    // Runs one attempt to `origin` that fails with "refused" at 5 ms; returns the race.
+    let race_to = |origin: &str, memory: MemoryView| {
+        let input = RaceInput {
+            memory,
+            ..RaceInput::new(Connectivity::DUAL_STACK)
+        };
+        let address = Address::parse(origin).unwrap();
+        let mut race = FastFallbackExchangeFinder::new(
+            address,
+            FallbackPolicy::default(),
+            input,
+            Instant::ZERO,
+        );
+        let id = loop {
+            match race.poll_output(Instant::ZERO) {
+                Some(Output::StartAttempt { id, .. }) => break id,
+                Some(_) => {}
+                None => panic!("a literal's race starts its attempt at once"),
+            }
+        };
+        let error = AttemptError::new(AttemptErrorKind::Refused, Phase::Tcp, "refused");
+        let failed = AttemptEvent::Failed {
+            error,
+            follow_up: None,
+        };
+        race.handle_attempt(id, failed, Instant::from_millis(5));
+        race
+    };
+    // RouteDatabase::view gives a loopback literal a disabled view: it teaches nothing.
+    let quiet = race_to("tcp://127.0.0.1:80", MemoryView::disabled());
+    assert!(!quiet.has_lessons());
+    let mut taught = race_to(
+        "tcp://203.0.113.5:80",
+        MemoryView::empty(RouteMemory::default()),
+    );
+    assert!(taught.has_lessons(), "a refused route is a lesson");
+    assert_eq!(taught.drain_lessons().count(), 1);
+    assert!(!taught.has_lessons(), "drained");
+}
