@@ -198,13 +198,18 @@ fn icmp_rules_give_the_kernel_errnos() {
     };
     let at = |i| Match::Addr(IpAddr::from(server_v4(i)));
     let at6 = |i| Match::Addr(IpAddr::from(server_v6(i)));
+    // Each ICMP error comes back 2 ms after its SYN. One that came at once could reach the
+    // socket while `connect` still holds the socket's lock, and Linux keeps an ICMP error
+    // that arrives then only as a soft error (`tcp_v4_err`, `tcp_v6_err`): the connect
+    // would wait for its SYN's retransmission, a second later.
+    let icmp = |rule: Rule| rule.one_way(ms(1));
     net.set_rules(vec![
-        Rule::icmp_port(at(0)),
-        Rule::icmp_host(at(1)),
-        Rule::icmp_admin(at(2)),
-        Rule::icmp_port(at6(0)),
-        Rule::icmp_host(at6(1)),
-        Rule::icmp_admin(at6(2)),
+        icmp(Rule::icmp_port(at(0))),
+        icmp(Rule::icmp_host(at(1))),
+        icmp(Rule::icmp_admin(at(2))),
+        icmp(Rule::icmp_port(at6(0))),
+        icmp(Rule::icmp_host(at6(1))),
+        icmp(Rule::icmp_admin(at6(2))),
     ]);
     let cases = [
         (v4(0, 443), libc::ECONNREFUSED),
