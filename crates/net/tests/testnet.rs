@@ -168,6 +168,17 @@ fn assert_near(what: &str, got: f64, want: f64) {
     );
 }
 
+/// When the race had the answer to its `kind` query, in ms on the race's clock.
+fn answered_ms(report: &RaceReport, kind: QueryKind) -> f64 {
+    report
+        .queries
+        .iter()
+        .find(|q| q.kind == kind)
+        .and_then(|q| q.answered)
+        .map(|at| at.ms())
+        .unwrap_or_else(|| panic!("a {kind:?} answer\n{report}"))
+}
+
 /// The wire's SYNs, as (ms after the first SYN, destination).
 fn syn_offsets(net: &TestNet) -> Vec<(f64, SocketAddr)> {
     let syns = net.syns();
@@ -271,16 +282,11 @@ fn slow_aaaa_answer_is_not_waited_for_beyond_the_resolution_delay() {
     assert_eq!(report.attempts_started(), 1, "{report}");
     let a = &report.attempts[0];
     assert_eq!(a.route, SocketAddr::new(v4(0), PORT));
-    let a_answer = report
-        .queries
-        .iter()
-        .find(|q| q.kind == QueryKind::A)
-        .unwrap();
     // HEv3 §4.2: with only A in, wait the Resolution Delay (50 ms) for AAAA, then go.
     assert_near(
         "IPv4 start",
         a.started.ms(),
-        a_answer.answered.unwrap().ms() + 50.0,
+        answered_ms(&report, QueryKind::A) + 50.0,
     );
     assert_near(
         "won one RTT after the IPv4 start",
@@ -820,17 +826,8 @@ fn an_https_answer_inside_the_resolution_delay_is_waited_for() {
     let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
     let first = &report.attempts[0];
     assert_eq!(first.route, SocketAddr::new(v6(0), TLS_PORT), "{report}");
-    let answered = |kind| {
-        report
-            .queries
-            .iter()
-            .find(|q| q.kind == kind)
-            .and_then(|q| q.answered)
-            .map(|at| at.ms())
-            .unwrap_or_else(|| panic!("a {kind:?} answer\n{report}"))
-    };
-    let addresses = answered(QueryKind::Aaaa).min(answered(QueryKind::A));
-    let https = answered(QueryKind::Https);
+    let addresses = answered_ms(&report, QueryKind::Aaaa).min(answered_ms(&report, QueryKind::A));
+    let https = answered_ms(&report, QueryKind::Https);
     // Read against the race's own clock: the answers' times carry the DNS server's delays.
     assert!(
         https < addresses + 50.0,
@@ -878,13 +875,8 @@ fn hints_give_way_to_the_real_answers_and_a_withdrawn_hint_is_never_tried() {
     let report = tls_contact(&net, FallbackPolicy::default()).unwrap();
     let routes: Vec<IpAddr> = report.attempts.iter().map(|a| a.route.ip()).collect();
     assert_eq!(routes, [v6(3), v4(0)], "{report}");
-    let https = report
-        .queries
-        .iter()
-        .find(|q| q.kind == QueryKind::Https)
-        .and_then(|q| q.answered)
-        .expect("the HTTPS answer");
-    assert_near("hint start", report.attempts[0].started.ms(), https.ms());
+    let https = answered_ms(&report, QueryKind::Https);
+    assert_near("hint start", report.attempts[0].started.ms(), https);
     assert_near(
         "real IPv4 start, one attempt delay later",
         report.attempts[1].started.ms() - report.attempts[0].started.ms(),
@@ -979,18 +971,13 @@ fn an_ech_race_holds_the_client_hello_for_the_https_answer_and_never_falls_back_
     assert_eq!(plans.len(), 2, "{report}");
     assert!(plans.iter().all(|p| p.ends_with("with ECH")), "{report}");
     // HEv3 §4.2: the Resolution Delay runs from the first positive address answer (both are).
-    let addresses = report
-        .queries
-        .iter()
-        .filter(|q| q.kind != QueryKind::Https)
-        .map(|q| q.answered.expect("both address answers").ms())
-        .fold(f64::INFINITY, f64::min);
+    let addresses = answered_ms(report, QueryKind::Aaaa).min(answered_ms(report, QueryKind::A));
     assert_near(
         "TCP at the Resolution Delay",
         report.attempts[0].started.ms(),
         addresses + 50.0,
     );
-    let https_at = report.queries[0].answered.expect("the HTTPS answer").ms();
+    let https_at = answered_ms(report, QueryKind::Https);
     // The wire's clock and the race's are put on one scale by the first SYN, which leaves
     // when the first attempt starts (the wire adds well under a millisecond).
     let log = net.log();
