@@ -834,6 +834,12 @@ fn an_https_answer_inside_the_resolution_delay_is_waited_for() {
         "the HTTPS answer came after the Resolution Delay, so this run tests nothing\n{report}"
     );
     assert_near("start at the HTTPS answer", first.started.ms(), https);
+    // The load slack is as long as this test's margin, so the wrong timeline is ruled out
+    // on its own: the race did not wait for the Resolution Delay to end.
+    assert!(
+        first.started.ms() < addresses + 50.0 - 1.0,
+        "started at the end of the Resolution Delay, not on the HTTPS answer\n{report}"
+    );
     assert!(first.plan.ends_with("[h2, http/1.1]"), "{report}");
     assert_eq!(
         report.alpn.as_ref().map(ToString::to_string).as_deref(),
