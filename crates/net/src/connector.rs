@@ -1810,17 +1810,16 @@ impl Race {
             }
         }
         self.running.clear();
-        let winner = match &ending {
-            Ending::Won(id) => self.finished.take().filter(|(f, ..)| f == id),
-            _ => None,
-        };
-        self.finished = None;
+        // The finished attempt's stream stays in its slot until the result takes it: moved
+        // once, straight into the connection.
+        let won = matches!((&ending, &self.finished), (Ending::Won(id), Some((f, ..))) if f == id);
+        if !won {
+            self.finished = None;
+        }
         let mut finder = self.finder.take().expect("the race ends once");
         let keep = self.pool.as_mut().map(|p| &mut p.lessons);
         self.inner.learn(self.network.id, &mut finder, keep);
-        if winner.is_some()
-            && let Some(until) = finder.dns_tail_deadline()
-        {
+        if won && let Some(until) = finder.dns_tail_deadline() {
             self.start_dns_tail(until);
         }
         let mut story = Story {
@@ -1830,8 +1829,11 @@ impl Race {
             winner: None,
             alpn: None,
         };
-        match (ending, winner) {
-            (Ending::Won(id), Some((_, stream, alpn))) => {
+        match ending {
+            Ending::Won(id) => {
+                let Some((_, stream, alpn)) = self.finished.take() else {
+                    return Err(ConnectError::Unsupported("a winner without a stream"));
+                };
                 tracing::debug!(%id, "race won");
                 story.winner = Some(Winner::Attempt(id));
                 story.alpn = alpn;
@@ -1841,7 +1843,7 @@ impl Race {
                     report: OnceLock::new(),
                 }))
             }
-            (Ending::Pooled(id), _) => match self
+            Ending::Pooled(id) => match self
                 .pool
                 .as_mut()
                 .and_then(|p| p.pooled.take())
@@ -1859,7 +1861,7 @@ impl Race {
                     "a pooled winner without its lease",
                 )),
             },
-            (Ending::Failed(error), _) => {
+            Ending::Failed(error) => {
                 let mut report = story.report();
                 report.error = Some(error.to_string());
                 Err(ConnectError::Race(Box::new(RaceFailure {
@@ -1868,7 +1870,6 @@ impl Race {
                     report,
                 })))
             }
-            (Ending::Won(_), None) => Err(ConnectError::Unsupported("a winner without a stream")),
         }
     }
 
