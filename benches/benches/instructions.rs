@@ -56,14 +56,16 @@ fn main() {
     let exe = std::env::current_exe().expect("own path");
     let mut rows = Vec::new();
     for who in CONTENDERS {
-        // (instructions, first-level instruction cache misses) for `n` connects.
-        let count = |n: usize| -> (f64, f64) {
+        let run = |n: usize| -> Profile {
             let out_file = std::env::temp_dir()
                 .join(format!("ff-callgrind-{who}-{n}-{}.out", std::process::id()));
             let status = Command::new("valgrind")
                 .arg("--tool=callgrind")
                 .arg("--cache-sim=yes")
                 .arg("--I1=32768,8,64")
+                // Per-instruction counts, uncompressed, for the code span (`Profile::parse`).
+                .args(["--dump-instr=yes", "--dump-line=no"])
+                .args(["--compress-strings=no", "--compress-pos=no"])
                 .arg(format!("--callgrind-out-file={}", out_file.display()))
                 .arg(&exe)
                 .args(["--child", who, &n.to_string()])
@@ -76,48 +78,44 @@ fn main() {
             );
             let text = std::fs::read_to_string(&out_file).expect("callgrind output");
             let _ = std::fs::remove_file(&out_file);
-            let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
-            let events: Vec<&str> = line("events: ")
-                .expect("callgrind names its events")
-                .split_whitespace()
-                .collect();
-            let totals: Vec<f64> = line("summary: ")
-                .or_else(|| line("totals: "))
-                .expect("a total")
-                .split_whitespace()
-                .map(|v| v.parse().expect("a count"))
-                .collect();
-            let event = |name: &str| {
-                let i = events.iter().position(|e| *e == name).expect(name);
-                totals[i]
-            };
-            (event("Ir"), event("I1mr"))
+            Profile::parse(&text)
         };
-        let ((ir_low, miss_low), (ir_high, miss_high)) = (count(low), count(high));
-        let per = |a: f64, b: f64| (b - a) / (high - low) as f64;
-        let (per_connect, misses) = (per(ir_low, ir_high), per(miss_low, miss_high));
+        let (a, b) = (run(low), run(high));
+        let extra = (high - low) as f64;
+        let per_connect = (b.instructions - a.instructions) / extra;
+        let misses = (b.misses - a.misses) / extra;
+        // A cache line of code every extra connect ran at least once.
+        let lines: std::collections::HashSet<u64> = b
+            .executed
+            .iter()
+            .filter(|(addr, n)| (**n - a.executed.get(addr).copied().unwrap_or(0)) as f64 >= extra)
+            .map(|(addr, _)| addr >> 6)
+            .collect();
+        let span = lines.len();
         eprintln!(
-            "{who:<20} {per_connect:>10.0} instructions per connect, {misses:>6.0} L1i misses"
+            "{who:<20} {per_connect:>10.0} instructions per connect, {misses:>6.0} L1i misses, code on {span} lines"
         );
-        rows.push((who, per_connect, misses));
+        rows.push((who, per_connect, misses, span));
     }
     let tokio = rows
         .iter()
         .find(|r| r.0 == "tokio")
         .map_or(f64::NAN, |r| r.1);
     let mut md = String::from(
-        "| contender | instructions per connect | × tokio | L1i misses per connect (32 KiB, simulated) |\n|---|---:|---:|---:|\n",
+        "| contender | instructions per connect | × tokio | code run per connect (64-byte lines) | L1i misses per connect (32 KiB, simulated) |\n|---|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
-    for (who, n, misses) in &rows {
+    for (who, n, misses, span) in &rows {
         md.push_str(&format!(
-            "| {who} | {n:.0} | {:.2} | {misses:.0} |\n",
-            n / tokio
+            "| {who} | {n:.0} | {:.2} | {span} ({} KiB) | {misses:.0} |\n",
+            n / tokio,
+            span * 64 / 1024
         ));
         json.push(serde_json::json!({
             "contender": who,
             "instructions_per_connect": n,
             "vs_tokio": n / tokio,
+            "code_lines_per_connect": span,
             "l1i_misses_per_connect": misses,
         }));
     }
@@ -129,6 +127,60 @@ fn main() {
     )
     .expect("write");
     println!("{md}");
+}
+
+/// What one callgrind run counted.
+struct Profile {
+    instructions: f64,
+    /// First-level instruction cache misses.
+    misses: f64,
+    /// How often each instruction address ran.
+    executed: std::collections::HashMap<u64, u64>,
+}
+
+impl Profile {
+    /// Reads callgrind's output (uncompressed, one cost line per instruction address).
+    fn parse(text: &str) -> Self {
+        let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
+        let events: Vec<&str> = line("events: ")
+            .expect("callgrind names its events")
+            .split_whitespace()
+            .collect();
+        let totals: Vec<f64> = line("summary: ")
+            .or_else(|| line("totals: "))
+            .expect("a total")
+            .split_whitespace()
+            .map(|v| v.parse().expect("a count"))
+            .collect();
+        let event = |name: &str| totals[events.iter().position(|e| *e == name).expect(name)];
+        let mut executed = std::collections::HashMap::new();
+        // The cost line after `calls=` is the callee's inclusive cost at the call site, not
+        // an execution of the call instruction's own address.
+        let mut after_call = false;
+        for l in text.lines() {
+            if l.starts_with("calls=") {
+                after_call = true;
+                continue;
+            }
+            let Some(hex) = l.strip_prefix("0x") else {
+                continue;
+            };
+            if std::mem::take(&mut after_call) {
+                continue;
+            }
+            let mut fields = hex.split_whitespace();
+            let addr = fields.next().and_then(|a| u64::from_str_radix(a, 16).ok());
+            let ir = fields.next().and_then(|n| n.parse::<u64>().ok());
+            if let (Some(addr), Some(ir)) = (addr, ir) {
+                *executed.entry(addr).or_insert(0) += ir;
+            }
+        }
+        Self {
+            instructions: event("Ir"),
+            misses: event("I1mr"),
+            executed,
+        }
+    }
 }
 
 /// Runs `n` loopback connects as `who` and exits.
