@@ -88,7 +88,10 @@ fn main() {
         let lines: std::collections::HashSet<u64> = b
             .executed
             .iter()
-            .filter(|(addr, n)| (**n - a.executed.get(addr).copied().unwrap_or(0)) as f64 >= extra)
+            .filter(|(addr, n)| {
+                let before = a.executed.get(addr).copied().unwrap_or(0);
+                n.saturating_sub(before) as f64 >= extra
+            })
             .map(|(addr, _)| addr >> 6)
             .collect();
         let span = lines.len();
