@@ -1235,6 +1235,73 @@ fn http1_calls_in_a_row_reuse_one_connection_on_the_wire() {
     assert_eq!(syns[0].1, SocketAddr::new(v6(0), TLS_PORT));
 }
 
+/// With single flight, an HTTP/1 call that waited on the first call's connect cannot share
+/// its connection while the first call uses it: it is released when the first race ends,
+/// with what that race learned (the pool hands the race's lessons to the calls that waited).
+/// So it leads with IPv4, where the first race won, instead of trying the blackholed IPv6
+/// route again. The wire saw one IPv6 SYN, the first call's.
+#[test]
+fn a_released_http1_call_learns_from_the_race_it_waited_on_and_skips_the_dead_family() {
+    let Some(net) = network(
+        "a_released_http1_call_learns_from_the_race_it_waited_on_and_skips_the_dead_family",
+    ) else {
+        return;
+    };
+    for ip in [v6(0), v4(0)] {
+        net.serve(
+            SocketAddr::new(ip, TLS_PORT),
+            ServerKind::Http {
+                alpn: vec![b"http/1.1".to_vec()],
+                max_streams: None,
+            },
+        )
+        .unwrap();
+    }
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), half(RTT)),
+    ]);
+    let [(sa, ra), (sb, rb)] = net.block_on_client(async {
+        let pool = Pool::new(connector(&net, FallbackPolicy::default()));
+        let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
+        let call = |delay: u64| {
+            let (pool, origin) = (pool.clone(), origin.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let exchange = pool.exchange(&origin).await.unwrap();
+                let source = exchange.source();
+                let report = exchange.report().cloned().unwrap();
+                let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
+                let body = exchange.send(request).await.unwrap().into_body();
+                assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
+                (source, report)
+            }
+        };
+        let (a, b) = tokio::join!(call(0), call(50));
+        [a, b]
+    });
+    // The second call then either connects on its own or takes the first call's connection,
+    // back in the pool after its exchange, whichever comes first: about the same time here.
+    assert_eq!(sa, Source::New, "{ra}");
+    assert!(
+        matches!(sb, Source::New | Source::PooledMidRace),
+        "{sb:?}\n{rb}"
+    );
+    // The first race fell back to IPv4 after the attempt delay.
+    assert_eq!(ra.attempts_started(), 2, "{ra}");
+    assert_eq!(ra.winning_attempt().unwrap().route.ip(), v4(0), "{ra}");
+    // The released race knew that: one attempt, to IPv4.
+    assert_eq!(rb.attempts_started(), 1, "{rb}");
+    assert_eq!(rb.attempts[0].route.ip(), v4(0), "{rb}");
+    let v6_syns = net.syns().iter().filter(|(_, d)| d.is_ipv6()).count();
+    assert_eq!(
+        v6_syns,
+        1,
+        "only the first race tried IPv6: {:?}",
+        net.syns()
+    );
+}
+
 #[test]
 fn a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv4() {
     let Some(net) =
