@@ -29,6 +29,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 
 use fastfallback_net::{Connector, SocketOptions, StaticResolver};
+use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 const CONTENDERS: [&str; 5] = [
@@ -44,7 +45,8 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let who = args[i + 1].clone();
         let n: usize = args[i + 2].parse().expect("count");
-        child(&who, n);
+        let in_flight: usize = args[i + 3].parse().expect("connects in flight");
+        child(&who, n, in_flight);
         return;
     }
     let smoke = !args.iter().any(|a| a == "--bench");
@@ -56,9 +58,11 @@ fn main() {
     let exe = std::env::current_exe().expect("own path");
     let mut rows = Vec::new();
     for who in CONTENDERS {
-        let run = |n: usize| -> Profile {
-            let out_file = std::env::temp_dir()
-                .join(format!("ff-callgrind-{who}-{n}-{}.out", std::process::id()));
+        let run = |n: usize, in_flight: usize| -> Profile {
+            let out_file = std::env::temp_dir().join(format!(
+                "ff-callgrind-{who}-{n}-{in_flight}-{}.out",
+                std::process::id()
+            ));
             let status = Command::new("valgrind")
                 .arg("--tool=callgrind")
                 .arg("--cache-sim=yes")
@@ -68,7 +72,7 @@ fn main() {
                 .args(["--compress-strings=no", "--compress-pos=no"])
                 .arg(format!("--callgrind-out-file={}", out_file.display()))
                 .arg(&exe)
-                .args(["--child", who, &n.to_string()])
+                .args(["--child", who, &n.to_string(), &in_flight.to_string()])
                 .output()
                 .expect("valgrind runs");
             assert!(
@@ -80,8 +84,8 @@ fn main() {
             let _ = std::fs::remove_file(&out_file);
             Profile::parse(&text)
         };
-        let (a, b) = (run(low), run(high));
         let extra = (high - low) as f64;
+        let (a, b) = (run(low, 1), run(high, 1));
         let per_connect = (b.instructions - a.instructions) / extra;
         let misses = (b.misses - a.misses) / extra;
         // A cache line of code every extra connect ran at least once.
@@ -95,31 +99,49 @@ fn main() {
             .map(|(addr, _)| addr >> 6)
             .collect();
         let span = lines.len();
+        // The same connects 100 at a time: a race's allocations then outlive the next
+        // race's, so glibc's per-size caches (7 chunks each) run dry and most allocations
+        // take its slower paths, which one connect at a time never does.
+        let (a, b) = (run(low, IN_FLIGHT), run(high, IN_FLIGHT));
+        let in_flight = (b.instructions - a.instructions) / extra;
         eprintln!(
-            "{who:<20} {per_connect:>10.0} instructions per connect, {misses:>6.0} L1i misses, code on {span} lines"
+            "{who:<20} {per_connect:>10.0} instructions per connect ({in_flight:.0} with {IN_FLIGHT} in flight), {misses:>6.0} L1i misses, code on {span} lines"
         );
-        rows.push((who, per_connect, misses, span));
+        rows.push(Row {
+            who,
+            per_connect,
+            in_flight,
+            misses,
+            span,
+        });
     }
-    let tokio = rows
-        .iter()
-        .find(|r| r.0 == "tokio")
-        .map_or(f64::NAN, |r| r.1);
+    let tokio = rows.iter().find(|r| r.who == "tokio");
+    let (tokio, tokio_in_flight) =
+        tokio.map_or((f64::NAN, f64::NAN), |r| (r.per_connect, r.in_flight));
     let mut md = String::from(
-        "| contender | instructions per connect | × tokio | code run per connect (64-byte lines) | L1i misses per connect (32 KiB, simulated) |\n|---|---:|---:|---:|---:|\n",
+        "| contender | instructions per connect | × tokio | 100 in flight: instructions per connect | × tokio | code run per connect (64-byte lines) | L1i misses per connect (32 KiB, simulated) |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut json = Vec::new();
-    for (who, n, misses, span) in &rows {
+    for r in &rows {
         md.push_str(&format!(
-            "| {who} | {n:.0} | {:.2} | {span} ({} KiB) | {misses:.0} |\n",
-            n / tokio,
-            span * 64 / 1024
+            "| {} | {:.0} | {:.2} | {:.0} | {:.2} | {} ({} KiB) | {:.0} |\n",
+            r.who,
+            r.per_connect,
+            r.per_connect / tokio,
+            r.in_flight,
+            r.in_flight / tokio_in_flight,
+            r.span,
+            r.span * 64 / 1024,
+            r.misses,
         ));
         json.push(serde_json::json!({
-            "contender": who,
-            "instructions_per_connect": n,
-            "vs_tokio": n / tokio,
-            "code_lines_per_connect": span,
-            "l1i_misses_per_connect": misses,
+            "contender": r.who,
+            "instructions_per_connect": r.per_connect,
+            "vs_tokio": r.per_connect / tokio,
+            "instructions_per_connect_100_in_flight": r.in_flight,
+            "vs_tokio_100_in_flight": r.in_flight / tokio_in_flight,
+            "code_lines_per_connect": r.span,
+            "l1i_misses_per_connect": r.misses,
         }));
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
@@ -130,6 +152,22 @@ fn main() {
     )
     .expect("write");
     println!("{md}");
+}
+
+/// Connects in flight in the second measurement of each contender.
+const IN_FLIGHT: usize = 100;
+
+/// One contender's counts, per connect.
+struct Row {
+    who: &'static str,
+    /// Instructions, one connect at a time.
+    per_connect: f64,
+    /// Instructions, [`IN_FLIGHT`] connects at a time.
+    in_flight: f64,
+    /// Simulated first-level instruction cache misses, one connect at a time.
+    misses: f64,
+    /// Cache lines of code every connect ran, one connect at a time.
+    span: usize,
 }
 
 /// What one callgrind run counted.
@@ -186,9 +224,18 @@ impl Profile {
     }
 }
 
-/// Runs `n` loopback connects as `who` and exits.
-fn child(who: &str, n: usize) {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+/// Runs `n` loopback connects as `who`, `in_flight` at a time, and exits.
+fn child(who: &str, n: usize, in_flight: usize) {
+    // A backlog of 4096 (std's is 128): connects the client closed still wait in the accept
+    // queue until the server thread, which valgrind runs in turns with the client, takes
+    // them; a full queue would drop SYNs and stall the run for a second each.
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())
+        .expect("bind");
+    socket.listen(4096).expect("listen");
+    let listener = std::net::TcpListener::from(socket);
     let addr: SocketAddr = listener.local_addr().expect("addr");
     // Accept and close on a thread of its own, so the client side measures only connecting.
     std::thread::spawn(move || {
@@ -204,21 +251,20 @@ fn child(who: &str, n: usize) {
     rt.block_on(async {
         match who {
             "tokio" => {
-                for _ in 0..n {
-                    let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                    drop(s);
-                }
+                drive(n, in_flight, || async move {
+                    drop(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+                })
+                .await;
             }
             "hyper-util" => {
-                let connector = HttpConnector::new();
-                let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
-                for _ in 0..n {
+                let connector = &HttpConnector::new();
+                let uri: &http::Uri = &format!("http://{addr}/").parse().expect("uri");
+                drive(n, in_flight, || async move {
                     let mut c = connector.clone();
-                    let s = tower_service::Service::call(&mut c, uri.clone())
-                        .await
-                        .expect("connect");
-                    drop(s);
-                }
+                    let s = tower_service::Service::call(&mut c, uri.clone()).await;
+                    drop(s.expect("connect"));
+                })
+                .await;
             }
             _ => {
                 let options = if who != "fastfallback" {
@@ -226,32 +272,49 @@ fn child(who: &str, n: usize) {
                 } else {
                     SocketOptions::default()
                 };
-                let c = Connector::builder()
+                let c = &Connector::builder()
                     .resolver(StaticResolver::new().with("origin.test", [addr.ip()]))
                     .socket_options(options)
                     .build()
                     .expect("connector");
-                if who == "fastfallback-bare" {
-                    // Like-for-like with tokio (a SocketAddr) and hyper-util (a parsed Uri).
-                    let address = fastfallback_route::Address::parse(&origin).expect("address");
-                    for _ in 0..n {
-                        let conn = c.connect_to(address.clone()).await.expect("connect");
-                        drop(conn);
-                    }
-                } else if who == "fastfallback-name" {
-                    let name = format!("origin.test:{}", addr.port());
-                    let address = fastfallback_route::Address::parse(&name).expect("address");
-                    for _ in 0..n {
-                        let conn = c.connect_to(address.clone()).await.expect("connect");
-                        drop(conn);
-                    }
+                let origin = &origin;
+                // `fastfallback-bare` is like for like with tokio (a `SocketAddr`) and
+                // hyper-util (a parsed `Uri`).
+                let parsed = match who {
+                    "fastfallback-bare" => Some(origin.clone()),
+                    "fastfallback-name" => Some(format!("origin.test:{}", addr.port())),
+                    _ => None,
+                };
+                if let Some(parsed) = parsed {
+                    let address = &fastfallback_route::Address::parse(&parsed).expect("address");
+                    drive(n, in_flight, || async move {
+                        drop(c.connect_to(address.clone()).await.expect("connect"));
+                    })
+                    .await;
                 } else {
-                    for _ in 0..n {
-                        let conn = c.connect(&origin).await.expect("connect");
-                        drop(conn);
-                    }
+                    drive(n, in_flight, || async move {
+                        drop(c.connect(origin).await.expect("connect"));
+                    })
+                    .await;
                 }
             }
         }
     });
+}
+
+/// Runs `n` connects made by `connect`: one after another when `in_flight` is 1 (no stream
+/// machinery around them), else `in_flight` at a time, as the throughput rows of the
+/// scenarios bench do.
+async fn drive<F: Future<Output = ()>>(n: usize, in_flight: usize, connect: impl Fn() -> F) {
+    if in_flight == 1 {
+        for _ in 0..n {
+            connect().await;
+        }
+    } else {
+        futures::stream::iter(0..n)
+            .map(|_| connect())
+            .buffer_unordered(in_flight)
+            .for_each(|()| std::future::ready(()))
+            .await;
+    }
 }
