@@ -726,6 +726,48 @@ fn every_endpoint_carrying_ech_makes_the_race_svcb_reliant() {
 }
 
 #[test]
+fn each_service_s_attempts_carry_that_service_s_own_ech_configuration() {
+    // HEv3 §5 (ECH): two services with configurations of their own, each with its own
+    // TargetName. Both blackhole; each attempt's ClientHello uses its own service's
+    // configuration.
+    let mut first = rr(&[Alpn::H2]);
+    first.target = "one.example".into();
+    first.ipv6hint = vec![V6B.parse().unwrap()];
+    first.ech = Some(std::sync::Arc::from(&b"the first ECHConfigList"[..]));
+    let mut second = rr(&[Alpn::H2]);
+    second.priority = 2;
+    second.target = "two.example".into();
+    second.ipv6hint = vec![V6C.parse().unwrap()];
+    second.ech = Some(std::sync::Arc::from(&b"the second ECHConfigList"[..]));
+    let run = Scenario::https()
+        .https_rr(10, vec![first, second])
+        .aaaa(10, &[V6A])
+        .a(10, &[])
+        .drop(V6B)
+        .drop(V6C)
+        .ok(V6A, 10)
+        .run();
+    let ech = |ip: &str| {
+        run.attempts
+            .iter()
+            .find(|a| a.plan.route.target.ip().to_string() == ip)
+            .and_then(|a| a.plan.tls.as_ref()?.ech.as_deref().map(<[u8]>::to_vec))
+    };
+    assert_eq!(
+        ech(V6B),
+        Some(b"the first ECHConfigList".to_vec()),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(
+        ech(V6C),
+        Some(b"the second ECHConfigList".to_vec()),
+        "{}",
+        run.timeline()
+    );
+}
+
+#[test]
 fn an_https_failure_over_protected_dns_abandons_the_connection_before_any_client_hello() {
     // T41b: the same race as T41, over a resolver the caller marks as protected, but
     // the HTTPS answer at 150 is SERVFAIL. The race fails then; the held attempt (TCP up since
