@@ -293,7 +293,9 @@ pub struct Resolution {
     resolution_delay: Duration,
     first_positive_at: Option<Instant>,
     moved_on: bool,
-    errors: Vec<(Query, Option<DnsError>)>,
+    /// Inline for the first: a name with one family answers one query empty, and that entry
+    /// should not cost an allocation per race.
+    errors: SmallVec<[(Query, Option<DnsError>); 1]>,
     skipped: Vec<Skipped>,
     /// What the client offers in ALPN: HTTPS records with none of it are skipped.
     offer: AlpnOffer,
@@ -353,7 +355,7 @@ impl Resolution {
             resolution_delay,
             first_positive_at: None,
             moved_on: false,
-            errors: Vec::new(),
+            errors: SmallVec::new(),
             skipped: Vec::new(),
             offer: AlpnOffer::Both,
             seed: 0,
