@@ -1946,8 +1946,7 @@ impl Race {
                     watch.resolved(&dsts);
                 }
                 let sources = self.inner.sources.find(dsts);
-                self.finder()
-                    .handle_dns(query.clone(), &answer, &sources, t);
+                self.finder().handle_dns(query.clone(), &answer, sources, t);
                 if let Some(l) = self.listeners() {
                     l.call(|| CallEvent::DnsEnd {
                         query: query.clone(),

@@ -222,7 +222,7 @@ struct Pacing {
 ///
 /// let t20 = Instant::from_millis(20);
 /// let answer = DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]);
-/// race.handle_dns(aaaa, &answer, &[], t20);
+/// race.handle_dns(aaaa, &answer, Vec::new(), t20);
 /// let Some(Output::StartAttempt { id, plan }) = race.poll_output(t20) else { panic!() };
 /// assert_eq!(plan.route.target.to_string(), "[2001:db8::a]:80");
 ///
@@ -475,15 +475,16 @@ impl FastFallbackExchangeFinder {
 
     /// Takes in one DNS answer to `query` (a [`QueryKind`] alone means the origin's name),
     /// with the source address of each of its destinations ([`Connectivity::destinations`]),
-    /// found by the driver. A destination without an entry is sorted as if the host had a
-    /// matching source for it. An answer may call for follow-up queries (an alias target, a
+    /// found by the driver (taken by value: the race's first list of sources is the driver's,
+    /// not a copy). A destination without an entry is sorted as if the host had a matching
+    /// source for it. An answer may call for follow-up queries (an alias target, a
     /// service's TargetName, RFC 9460 §3), which come out as [`Output::StartQuery`]. Answers
     /// after a win are taken for the DNS tail and start nothing (HEv3 §6).
     pub fn handle_dns(
         &mut self,
         query: impl Into<Query>,
         answer: &DnsAnswer,
-        sources: &[SourceOf],
+        sources: Vec<SourceOf>,
         now: Instant,
     ) {
         let query = query.into();
@@ -494,10 +495,14 @@ impl FastFallbackExchangeFinder {
             | RacePhase::Resolving
             | RacePhase::Racing
             | RacePhase::TlsOwner(_) => {
-                for s in sources {
-                    match self.sources.iter_mut().find(|k| k.dst == s.dst) {
-                        Some(known) => *known = *s,
-                        None => self.sources.push(*s),
+                if self.sources.is_empty() {
+                    self.sources = sources;
+                } else {
+                    for s in sources {
+                        match self.sources.iter_mut().find(|k| k.dst == s.dst) {
+                            Some(known) => *known = s,
+                            None => self.sources.push(s),
+                        }
                     }
                 }
                 self.resolution.handle_answer(&query, answer, now);

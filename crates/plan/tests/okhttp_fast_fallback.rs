@@ -293,8 +293,8 @@ fn stale_result_of_a_cancelled_plan_is_ignored() {
     );
     let t = Instant::ZERO;
     let answer = |ip: &str| DnsAnswer::Addresses(vec![ip.parse().unwrap()]);
-    race.handle_dns(QueryKind::Aaaa, &answer(V6A), &[], t);
-    race.handle_dns(QueryKind::A, &answer(V4A), &[], t);
+    race.handle_dns(QueryKind::Aaaa, &answer(V6A), Vec::new(), t);
+    race.handle_dns(QueryKind::A, &answer(V4A), Vec::new(), t);
     let drain = |race: &mut FastFallbackExchangeFinder, now: Instant| {
         if race.poll_timeout().is_some_and(|d| d <= now) {
             race.handle_timeout(now);

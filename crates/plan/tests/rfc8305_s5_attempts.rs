@@ -210,8 +210,8 @@ fn no_next_attempt_timer_once_the_list_is_exhausted() {
     let mut race = FastFallbackExchangeFinder::new(addr, policy, input, Instant::ZERO);
     let t10 = Instant::from_millis(10);
     let answer = |ip: &str| DnsAnswer::Addresses(vec![ip.parse().unwrap()]);
-    race.handle_dns(QueryKind::Aaaa, &answer(V6A), &[], t10);
-    race.handle_dns(QueryKind::A, &answer(V4A), &[], t10);
+    race.handle_dns(QueryKind::Aaaa, &answer(V6A), Vec::new(), t10);
+    race.handle_dns(QueryKind::A, &answer(V4A), Vec::new(), t10);
     while race.poll_output(t10).is_some() {}
     assert_eq!(race.next_attempt_timer(), Some(Instant::from_millis(260)));
     let t260 = Instant::from_millis(260);

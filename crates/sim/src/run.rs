@@ -304,7 +304,7 @@ impl<'a> Player<'a> {
                     });
                     let dsts = self.scenario.connectivity.destinations(&answer);
                     let sources = self.scenario.host.sources_for(dsts);
-                    self.race.handle_dns(query, &answer, &sources, t);
+                    self.race.handle_dns(query, &answer, sources, t);
                 }
                 Input::Attempt(id, ev) => self.deliver(id, ev, t),
                 Input::Pooled => {
