@@ -1201,16 +1201,7 @@ fn http1_calls_in_a_row_reuse_one_connection_on_the_wire() {
     let Some(net) = network("http1_calls_in_a_row_reuse_one_connection_on_the_wire") else {
         return;
     };
-    for ip in [v6(0), v4(0)] {
-        net.serve(
-            SocketAddr::new(ip, TLS_PORT),
-            ServerKind::Http {
-                alpn: vec![b"http/1.1".to_vec()],
-                max_streams: None,
-            },
-        )
-        .unwrap();
-    }
+    serve_http_on_both(&net, &[b"http/1.1"]);
     net.set_rules(vec![Rule::delay(
         Match::Addr(v6(0)),
         Duration::from_millis(5),
@@ -1247,16 +1238,7 @@ fn a_released_http1_call_learns_from_the_race_it_waited_on_and_skips_the_dead_fa
     ) else {
         return;
     };
-    for ip in [v6(0), v4(0)] {
-        net.serve(
-            SocketAddr::new(ip, TLS_PORT),
-            ServerKind::Http {
-                alpn: vec![b"http/1.1".to_vec()],
-                max_streams: None,
-            },
-        )
-        .unwrap();
-    }
+    serve_http_on_both(&net, &[b"http/1.1"]);
     net.set_rules(vec![
         Rule::blackhole(Match::Addr(v6(0))),
         Rule::delay(Match::Addr(v4(0)), half(RTT)),
@@ -1357,6 +1339,20 @@ fn a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv
     assert_eq!(report.winner, Some(a1.id), "{report}");
 }
 
+/// An HTTP server offering `alpn` on the TLS port of the origin's IPv6 and IPv4 addresses.
+fn serve_http_on_both(net: &TestNet, alpn: &[&[u8]]) {
+    for ip in [v6(0), v4(0)] {
+        net.serve(
+            SocketAddr::new(ip, TLS_PORT),
+            ServerKind::Http {
+                alpn: alpn.iter().map(|p| p.to_vec()).collect(),
+                max_streams: None,
+            },
+        )
+        .unwrap();
+    }
+}
+
 /// Sockets of the client namespace, by protocol: (TCP, UDP).
 fn client_sockets_by_proto(net: &TestNet) -> (usize, usize) {
     let all = net.client_sockets().unwrap();
@@ -1371,16 +1367,7 @@ fn dropping_connects_and_exchanges_at_random_instants_closes_their_sockets_withi
     ) else {
         return;
     };
-    for ip in [v6(0), v4(0)] {
-        net.serve(
-            SocketAddr::new(ip, TLS_PORT),
-            ServerKind::Http {
-                alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
-                max_streams: None,
-            },
-        )
-        .unwrap();
-    }
+    serve_http_on_both(&net, &[b"h2", b"http/1.1"]);
     // IPv6 blackholed and AAAA late: a drop can land in DNS, in either attempt, in TLS, or
     // in the exchange.
     net.set_dns(
