@@ -346,8 +346,8 @@ impl FastFallbackExchangeFinder {
     }
 
     /// [`Self::new`], built directly on the heap: a driver that keeps the race in a `Box`
-    /// saves copying it there. The race is kept under 1 000 bytes (a test checks it), the
-    /// most glibc's allocator serves from its small bins.
+    /// saves copying it there. The race is kept at 1 000 bytes or less (a test checks it),
+    /// the most glibc's allocator serves from its small bins.
     pub fn boxed(
         address: Address,
         policy: Arc<FallbackPolicy>,

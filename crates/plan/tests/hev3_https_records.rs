@@ -727,9 +727,9 @@ fn every_endpoint_carrying_ech_makes_the_race_svcb_reliant() {
 
 #[test]
 fn each_service_s_attempts_carry_that_service_s_own_ech_configuration() {
-    // HEv3 §5 (ECH): two services with configurations of their own, each with its own
-    // TargetName. Both blackhole; each attempt's ClientHello uses its own service's
-    // configuration.
+    // RFC 9848, "ClientHello construction" (E-03): an endpoint's ClientHello is built from
+    // the ECH configuration of its own record. Two services with configurations of their
+    // own, each with its own TargetName; both blackhole, so each is attempted.
     let mut first = rr(&[Alpn::H2]);
     first.target = "one.example".into();
     first.ipv6hint = vec![V6B.parse().unwrap()];
