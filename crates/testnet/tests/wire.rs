@@ -71,6 +71,17 @@ fn assert_within(what: &str, got: Duration, lo: Duration, hi: Duration) {
     );
 }
 
+/// How much later than its rule one measurement may come on a busy machine. Medians keep
+/// tight bounds (they check the precision of the wire's delays); a single connect
+/// or query may be late by a scheduling delay, never early, and each check's wrong outcome
+/// (no delay, another rule's delay, a refusal) is further away than this.
+const LOAD_SLACK: Duration = Duration::from_millis(25);
+
+/// Asserts that one measurement came no earlier than `rule` and at most [`LOAD_SLACK`] later.
+fn assert_after(what: &str, got: Duration, rule: Duration) {
+    assert_within(what, got, rule, rule + LOAD_SLACK);
+}
+
 #[test]
 fn delay_rule_adds_its_rtt_to_connect() {
     let Some(net) = net("delay_rule_adds_its_rtt_to_connect") else {
@@ -371,9 +382,9 @@ fn dns_answers_each_type_after_its_own_delay() {
         )
     });
     eprintln!("A {:?}, HTTPS {:?}, AAAA {:?}", a.0, https.0, aaaa.0);
-    assert_within("A", a.0, ms(0), ms(15));
-    assert_within("HTTPS", https.0, ms(60), ms(75));
-    assert_within("AAAA", aaaa.0, ms(150), ms(165));
+    assert_after("A", a.0, ms(0));
+    assert_after("HTTPS", https.0, ms(60));
+    assert_after("AAAA", aaaa.0, ms(150));
 
     let ips = |m: &Message| -> Vec<IpAddr> {
         m.answers.iter().filter_map(|r| r.data.ip_addr()).collect()
@@ -539,7 +550,7 @@ fn dns_over_tcp_answers_each_query_independently() {
     });
     assert_eq!(order, vec![RecordType::A, RecordType::AAAA]);
     assert!(took[0] < ms(50), "A was not held back: {took:?}");
-    assert_within("AAAA", took[1], ms(100), ms(115));
+    assert_after("AAAA", took[1], ms(100));
 }
 
 fn tls_client(net: &TestNet, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
@@ -715,7 +726,7 @@ fn two_nets_with_the_same_addresses_do_not_interfere() {
         (ra.join().expect("a"), rb.join().expect("b"))
     });
     assert!(ra.1, "net a connects");
-    assert_within("net a", ra.0, ms(60), ms(70));
+    assert_after("net a", ra.0, ms(60));
     assert_eq!(rb.1, Err(io::ErrorKind::ConnectionRefused));
     assert!(rb.0 < ms(20), "net b refuses at once: {:?}", rb.0);
     assert!(eventually(|| a.accepted(v4(0, 443)) == 1));
