@@ -499,11 +499,13 @@ impl Address {
     pub fn parse(s: &str) -> Result<Self, AddressError> {
         let b = s.as_bytes();
         // RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://".
-        let scheme_len = b
-            .iter()
-            .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.')))
-            .unwrap_or(b.len());
-        let has_scheme = scheme_len > 0 && b[scheme_len..].starts_with(b"://");
+        // A scheme holds no ':', so it can only end at the first one.
+        let scheme_len = b.iter().position(|&c| c == b':').unwrap_or(b.len());
+        let has_scheme = scheme_len > 0
+            && b[scheme_len..].starts_with(b"://")
+            && b[..scheme_len]
+                .iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
         let (scheme, rest) = if has_scheme {
             let rest = &s[scheme_len + 3..];
             // Schemes are case-insensitive (RFC 3986 §3.1).
@@ -521,26 +523,32 @@ impl Address {
             (Scheme::Tcp, s)
         };
         // The authority ends at the path, query or fragment; userinfo ends at its last '@'.
+        // The same pass counts the colons after it and finds the last (`split_host_port`).
         let mut end = rest.len();
-        let mut at = None;
+        let mut start = 0;
+        let mut colons = Colons::default();
         for (i, c) in rest.bytes().enumerate() {
             match c {
                 b'/' | b'?' | b'#' => {
                     end = i;
                     break;
                 }
-                b'@' => at = Some(i),
+                b'@' => {
+                    start = i + 1;
+                    colons = Colons::default();
+                }
+                b':' => {
+                    colons.count += 1;
+                    colons.last = i - start;
+                }
                 _ => {}
             }
         }
-        let authority = match at {
-            Some(i) => &rest[i + 1..end],
-            None => &rest[..end],
-        };
+        let authority = &rest[start..end];
         if authority.is_empty() {
             return Err(AddressError::MissingHost);
         }
-        let (host, port) = split_host_port(authority)?;
+        let (host, port) = split_host_port(authority, colons)?;
         let port = match (port, scheme.default_port()) {
             (Some(""), _) => return Err(AddressError::MissingPort),
             (Some(p), _) => parse_port(p)?,
@@ -654,7 +662,14 @@ fn split_zone(host: &str) -> Result<(&str, Option<Zone>), AddressError> {
     Ok((ip, Some(Zone::parse(zone)?)))
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), AddressError> {
+/// The colons of an authority: how many, and where the last one is.
+#[derive(Clone, Copy, Default)]
+struct Colons {
+    count: usize,
+    last: usize,
+}
+
+fn split_host_port(authority: &str, colons: Colons) -> Result<(&str, Option<&str>), AddressError> {
     if let Some(rest) = authority.strip_prefix('[') {
         let (inside, after) = rest.split_once(']').ok_or(AddressError::UnclosedBracket)?;
         let host = &authority[..inside.len() + 2];
@@ -665,12 +680,13 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), AddressError
         };
     }
     // A bare IPv6 literal has several colons and no port.
-    if authority.bytes().filter(|&b| b == b':').nth(1).is_some() {
-        return Ok((authority, None));
-    }
-    Ok(match authority.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
-        None => (authority, None),
+    Ok(match colons.count {
+        0 => (authority, None),
+        1 => (
+            &authority[..colons.last],
+            Some(&authority[colons.last + 1..]),
+        ),
+        _ => (authority, None),
     })
 }
 
@@ -884,6 +900,23 @@ mod tests {
             assert!(!e.to_string().contains("s3cret"), "{bad}: {e}");
             assert!(!format!("{e:?}").contains("s3cret"), "{bad}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_colon_in_the_userinfo_is_not_the_port_separator() {
+        let a = Address::parse("http://user:pw@example.com").unwrap();
+        assert_eq!(
+            (a.host().to_string().as_str(), a.port()),
+            ("example.com", 80)
+        );
+        let a = Address::parse("tcp://u:p@[2001:db8::1]:7").unwrap();
+        assert_eq!(a.port(), 7);
+        // After the userinfo, two colons make a bare IPv6 literal, which has no port.
+        assert_eq!(
+            Address::parse("tcp://u:p@2001:db8::1"),
+            Err(AddressError::MissingPort)
+        );
+        assert_eq!(Address::parse("u:p@192.0.2.1:9").unwrap().port(), 9);
     }
 
     #[test]
