@@ -662,7 +662,7 @@ fn split_zone(host: &str) -> Result<(&str, Option<Zone>), AddressError> {
     Ok((ip, Some(Zone::parse(zone)?)))
 }
 
-/// The colons of an authority: how many, and where the last one is.
+/// The colons of an authority: how many, and where the last one is (from its start).
 #[derive(Clone, Copy, Default)]
 struct Colons {
     count: usize,
@@ -679,14 +679,13 @@ fn split_host_port(authority: &str, colons: Colons) -> Result<(&str, Option<&str
             None => Err(AddressError::BadPort(after.to_owned())),
         };
     }
-    // A bare IPv6 literal has several colons and no port.
-    Ok(match colons.count {
-        0 => (authority, None),
-        1 => (
-            &authority[..colons.last],
-            Some(&authority[colons.last + 1..]),
-        ),
-        _ => (authority, None),
+    // One colon separates the port; none means no port, and so do several (a bare IPv6
+    // literal).
+    Ok(if colons.count == 1 {
+        let (host, port) = authority.split_at(colons.last);
+        (host, Some(&port[1..]))
+    } else {
+        (authority, None)
     })
 }
 
