@@ -22,7 +22,8 @@ use std::time::Duration;
 use support::Millis;
 
 use fastfallback_net::{
-    AnswerReport, ConnectError, Connector, FallbackPolicy, Pool, PoolOptions, RaceReport, Source,
+    AnswerReport, ConnectError, Connector, FallbackPolicy, Origin, Pool, PoolOptions, RaceReport,
+    Source,
 };
 use fastfallback_proto::{AttemptErrorKind, QueryKind, RaceErrorKind};
 use fastfallback_route::{Host, Proxy, ProxyDns};
@@ -1080,26 +1081,31 @@ fn link_local_literal_with_a_zone_connects_on_that_interface() {
     });
 }
 
+/// One exchange through `pool` to `origin`, started `delay` ms after `t0`: where its
+/// connection came from, its race's report, and when it started (ms after `t0`). The
+/// response must be the test server's "ok".
+async fn call_after(
+    pool: &Pool,
+    origin: &Origin,
+    t0: tokio::time::Instant,
+    delay: u64,
+) -> (Source, RaceReport, f64) {
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    let started = t0.elapsed().as_secs_f64() * 1e3;
+    let exchange = pool.exchange(origin).await.unwrap();
+    let source = exchange.source();
+    let report = exchange.report().cloned().unwrap();
+    let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
+    let body = exchange.send(request).await.unwrap().into_body();
+    assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
+    (source, report, started)
+}
+
 /// Two calls to one HTTP/2 origin over TLS, IPv6 blackholed, 10 ms RTT to IPv4; the second
-/// call starts 50 ms after the first. Returns both exchanges' sources and reports, and the
-/// wire's SYNs, after checking each got `ok` back.
+/// call starts 50 ms after the first. Returns both exchanges' sources, reports and start
+/// times, after checking each got `ok` back.
 fn two_h2_calls(net: &TestNet, options: PoolOptions) -> [(Source, RaceReport, f64); 2] {
-    net.serve(
-        SocketAddr::new(v6(0), TLS_PORT),
-        ServerKind::Http {
-            alpn: vec![b"h2".to_vec()],
-            max_streams: None,
-        },
-    )
-    .unwrap();
-    net.serve(
-        SocketAddr::new(v4(0), TLS_PORT),
-        ServerKind::Http {
-            alpn: vec![b"h2".to_vec()],
-            max_streams: None,
-        },
-    )
-    .unwrap();
+    serve_http_on_both(net, &[b"h2"]);
     net.set_rules(vec![
         Rule::blackhole(Match::Addr(v6(0))),
         Rule::delay(Match::Addr(v4(0)), Duration::from_millis(5)),
@@ -1108,21 +1114,10 @@ fn two_h2_calls(net: &TestNet, options: PoolOptions) -> [(Source, RaceReport, f6
         let pool = Pool::with_options(connector(net, FallbackPolicy::default()), options);
         let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
         let t0 = tokio::time::Instant::now();
-        let call = |delay: u64| {
-            let (pool, origin) = (pool.clone(), origin.clone());
-            async move {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-                let started = t0.elapsed().as_secs_f64() * 1e3;
-                let exchange = pool.exchange(&origin).await.unwrap();
-                let source = exchange.source();
-                let report = exchange.report().cloned().unwrap();
-                let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
-                let body = exchange.send(request).await.unwrap().into_body();
-                assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
-                (source, report, started)
-            }
-        };
-        let (a, b) = tokio::join!(call(0), call(50));
+        let (a, b) = tokio::join!(
+            call_after(&pool, &origin, t0, 0),
+            call_after(&pool, &origin, t0, 50)
+        );
         assert_eq!(pool.stats().connections, 1);
         [a, b]
     })
@@ -1246,21 +1241,12 @@ fn a_released_http1_call_learns_from_the_race_it_waited_on_and_skips_the_dead_fa
     let [(sa, ra), (sb, rb)] = net.block_on_client(async {
         let pool = Pool::new(connector(&net, FallbackPolicy::default()));
         let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
-        let call = |delay: u64| {
-            let (pool, origin) = (pool.clone(), origin.clone());
-            async move {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-                let exchange = pool.exchange(&origin).await.unwrap();
-                let source = exchange.source();
-                let report = exchange.report().cloned().unwrap();
-                let request = http::Request::get("/").body(bytes::Bytes::new()).unwrap();
-                let body = exchange.send(request).await.unwrap().into_body();
-                assert_eq!(body.bytes().await.unwrap().as_ref(), b"ok");
-                (source, report)
-            }
-        };
-        let (a, b) = tokio::join!(call(0), call(50));
-        [a, b]
+        let t0 = tokio::time::Instant::now();
+        let (a, b) = tokio::join!(
+            call_after(&pool, &origin, t0, 0),
+            call_after(&pool, &origin, t0, 50)
+        );
+        [(a.0, a.1), (b.0, b.1)]
     });
     // The second call then either connects on its own or takes the first call's connection,
     // back in the pool after its exchange, whichever comes first: about the same time here.
