@@ -22,9 +22,29 @@ pub(crate) struct LoopbackRow {
     pub(crate) metric: &'static str,
     pub(crate) value: f64,
     /// fastfallback's value divided by this contender's (for times: < 1 means we are faster;
-    /// for rates: > 1 means we are faster). `NaN` on fastfallback's own row.
+    /// for rates: > 1 means we are faster), paired by turn (see [`paired_ratio`]). `NaN` on
+    /// fastfallback's own row.
     pub(crate) vs_fastfallback: f64,
     pub(crate) note: String,
+    /// One value per stretch of turns, in the order they ran, aligned across the contenders of
+    /// a scenario: what [`paired_ratio`] compares. Not written to the JSON.
+    #[serde(skip)]
+    pub(crate) series: Vec<f64>,
+}
+
+/// The median, over the turns, of `a`'s value divided by `b`'s value in the same turn.
+///
+/// The contenders take turns, so the two values of one turn were measured within a few
+/// milliseconds of each other. This VM's speed drifts by up to 2× from one second to the next
+/// (docs/benchmarks.md), and a ratio of two overall medians keeps the part of that drift the
+/// two medians happen to sample differently; a ratio within each turn cancels it.
+pub(crate) fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
+    median(a.iter().zip(b).map(|(x, y)| x / y).collect())
+}
+
+/// The median of each `block` values of `v`, in order.
+fn block_medians(v: &[f64], block: usize) -> Vec<f64> {
+    v.chunks(block).map(|c| median(c.to_vec())).collect()
 }
 
 struct Server {
@@ -93,26 +113,30 @@ enum Who {
     Hyper,
     HyperLikeOurs,
     Tokio,
+    /// The same raw tokio connect a second time. Its ratio to [`Who::Tokio`] is this run's
+    /// noise floor: two copies of one code path should read 1.00.
+    TokioControl,
 }
 
 impl Who {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Ours,
         Self::OursBare,
         Self::Hyper,
         Self::HyperLikeOurs,
         Self::Tokio,
+        Self::TokioControl,
     ];
 
-    /// The contenders' order in turn `k`, with each one's index in [`Self::ALL`]: the first
-    /// moves by one every turn, so no contender always comes right after the same other one
-    /// (and after the same state its connects leave in the kernel and the server thread).
-    fn turn(k: usize) -> impl Iterator<Item = (usize, Self)> {
-        let n = Self::ALL.len();
-        (0..n).map(move |j| {
-            let i = (k + j) % n;
-            (i, Self::ALL[i])
-        })
+    /// The contenders' order in the next turn, with each one's index in [`Self::ALL`]: a
+    /// shuffle drawn from `rng`, so no contender always comes first or right after the same
+    /// other one (and after the same state its connects leave in the kernel and the server
+    /// thread). A rotation of one fixed order would keep every contender's neighbours.
+    fn turn(rng: &mut fastrand::Rng) -> [(usize, Self); Self::ALL.len()] {
+        let mut order: [(usize, Self); Self::ALL.len()] =
+            std::array::from_fn(|i| (i, Self::ALL[i]));
+        rng.shuffle(&mut order);
+        order
     }
 
     fn label(self) -> &'static str {
@@ -124,6 +148,7 @@ impl Who {
                 "hyper-util HttpConnector, our default options (nodelay, 60 s keepalive)"
             }
             Self::Tokio => "tokio TcpStream::connect",
+            Self::TokioControl => "tokio TcpStream::connect, a second time (control)",
         }
     }
 }
@@ -184,7 +209,9 @@ impl Clients {
                     .await
                     .is_ok()
             }
-            Who::Tokio => tokio::net::TcpStream::connect(self.addr).await.is_ok(),
+            Who::Tokio | Who::TokioControl => {
+                tokio::net::TcpStream::connect(self.addr).await.is_ok()
+            }
         }
     }
 }
@@ -213,6 +240,14 @@ fn time_wait_note() -> String {
 const ONE_AT_A_TIME: &str = "engine overhead, healthy loopback (one connect at a time)";
 const IN_FLIGHT: &str = "connects per second on loopback, 100 at a time";
 
+/// The seed of the contenders' turn order.
+const TURN_SEED: u64 = 0x6e79_6c6f_6f70;
+
+/// How far a control ratio may stray from 1 for the run's other verdicts to count: a run
+/// whose two copies of one connect differ by more was too noisy to tell 10%.
+const CONTROL_TOLERANCE: f64 = 0.03;
+const CONTROL: &str = "1.00 ± 0.03";
+
 /// One of the loopback targets of issue 7 (design.md's performance table), checked on this
 /// run's rows.
 #[derive(Debug, Serialize)]
@@ -227,17 +262,35 @@ pub(crate) struct Target {
 /// result, when `instructions` holds it): fastfallback with tokio's socket options against
 /// a raw tokio connect and against hyper-util.
 pub(crate) fn targets(rows: &[LoopbackRow], instructions: Option<f64>) -> Vec<Target> {
-    let value = |scenario: &str, who: Who| {
-        rows.iter()
-            .find(|r| r.scenario == scenario && r.contender == who.label())
-            .map_or(f64::NAN, |r| r.value)
+    let ratio = |scenario: &str, a: Who, b: Who| {
+        let series = |who: Who| {
+            rows.iter()
+                .find(|r| r.scenario == scenario && r.contender == who.label())
+                .map_or(&[][..], |r| &r.series[..])
+        };
+        paired_ratio(series(a), series(b))
     };
-    let one = value(ONE_AT_A_TIME, Who::OursBare) / value(ONE_AT_A_TIME, Who::Tokio);
-    let bare = value(IN_FLIGHT, Who::OursBare) / value(IN_FLIGHT, Who::Hyper);
+    let one = ratio(ONE_AT_A_TIME, Who::OursBare, Who::Tokio);
+    let bare = ratio(IN_FLIGHT, Who::OursBare, Who::Hyper);
     // Our defaults set `TCP_NODELAY` and keepalive, three more system calls than hyper-util's
     // defaults, so they are compared with a hyper-util connector set up the same way.
-    let ours = value(IN_FLIGHT, Who::Ours) / value(IN_FLIGHT, Who::HyperLikeOurs);
+    let ours = ratio(IN_FLIGHT, Who::Ours, Who::HyperLikeOurs);
+    // Two copies of the same code: how far this run's estimate strays from the truth.
+    let control_one = ratio(ONE_AT_A_TIME, Who::TokioControl, Who::Tokio);
+    let control_rate = ratio(IN_FLIGHT, Who::TokioControl, Who::Tokio);
     let mut out = vec![
+        Target {
+            what: "control, one at a time: tokio's time ÷ the same tokio connect's",
+            measured: control_one,
+            target: CONTROL,
+            met: (control_one - 1.0).abs() <= CONTROL_TOLERANCE,
+        },
+        Target {
+            what: "control, 100 in flight: tokio's rate ÷ the same tokio connect's",
+            measured: control_rate,
+            target: CONTROL,
+            met: (control_rate - 1.0).abs() <= CONTROL_TOLERANCE,
+        },
         Target {
             what: "one connect at a time, tokio's socket options: time ÷ tokio's",
             measured: one,
@@ -268,14 +321,49 @@ pub(crate) fn targets(rows: &[LoopbackRow], instructions: Option<f64>) -> Vec<Ta
     out
 }
 
+/// One row per contender of `scenario`: `values[i]` and `series[i]` are [`Who::ALL`]`[i]`'s.
+fn scenario_rows(
+    scenario: &'static str,
+    metric: &'static str,
+    values: &[f64],
+    series: Vec<Vec<f64>>,
+    note: &str,
+) -> Vec<LoopbackRow> {
+    let ours = series[0].clone();
+    Who::ALL
+        .into_iter()
+        .zip(values)
+        .zip(series)
+        .enumerate()
+        .map(|(i, ((who, &value), series))| LoopbackRow {
+            scenario,
+            contender: who.label(),
+            metric,
+            value,
+            vs_fastfallback: if i == 0 {
+                f64::NAN
+            } else {
+                paired_ratio(&ours, &series)
+            },
+            note: note.to_owned(),
+            series,
+        })
+        .collect()
+}
+
 /// Runs the loopback rows. `smoke` shrinks every count for `cargo test --benches`.
 pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
     let server = Server::start();
     let mut rows = Vec::new();
-    let sequential = if smoke { 20 } else { 2000 };
-    let batch = if smoke { 50 } else { 5000 };
+    let sequential = if smoke { 20 } else { 10_000 };
+    // One value of the paired ratio per this many turns of one connect each.
+    let block = if smoke { 10 } else { 100 };
+    let rounds = if smoke { 2 } else { 40 };
+    let round = if smoke { 25 } else { 400 };
     let concurrent = if smoke { 200 } else { 10_000 };
     let at_start = time_wait_note();
+    // Seeded, so two runs take the same turns.
+    let mut rng = fastrand::Rng::with_seed(TURN_SEED);
 
     // Engine overhead: one connect at a time, median per connect. The contenders take turns
     // connect by connect, so the kernel's state (TIME_WAIT buckets, caches) weighs on all alike.
@@ -292,49 +380,43 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
                 clients.connect(who).await;
             }
         }
-        for k in 0..sequential {
-            for (i, who) in Who::turn(k) {
+        for _ in 0..sequential {
+            for (i, who) in Who::turn(&mut rng) {
                 let t = Instant::now();
                 assert!(clients.connect(who).await, "loopback connect failed");
                 times[i].push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
     });
+    // A single connect's time is too noisy to pair on its own: each stretch of `block` turns
+    // gives one median per contender, and those are paired.
+    let series: Vec<Vec<f64>> = times.iter().map(|t| block_medians(t, block)).collect();
     let per_connect: Vec<f64> = times.into_iter().map(median).collect();
-    for (i, who) in Who::ALL.into_iter().enumerate() {
-        rows.push(LoopbackRow {
-            scenario: ONE_AT_A_TIME,
-            contender: who.label(),
-            metric: "median µs per connect",
-            value: per_connect[i],
-            vs_fastfallback: if i == 0 {
-                f64::NAN
-            } else {
-                per_connect[0] / per_connect[i]
-            },
-            note: format!(
-                "{sequential} connects each, taking turns (the first in turn rotates); current-thread runtime{at_start}"
-            ),
-        });
-    }
+    rows.extend(scenario_rows(
+        ONE_AT_A_TIME,
+        "median µs per connect",
+        &per_connect,
+        series,
+        &format!(
+            "{sequential} connects each, taking turns in a seeded random order, paired by {block} turns; current-thread runtime{at_start}"
+        ),
+    ));
 
-    // Throughput: `batch` connects per contender with 100 in flight, in rounds that take turns.
-    // A round lasts only some 20 ms, and this VM's speed drifts from one to the next, so each
-    // contender's rate is the median of its rounds' rates, not the mean of a few.
+    // Throughput: `round` connects with 100 in flight, one round per contender per turn. A
+    // round lasts some 15 ms; each contender's rate is the median of its rounds' rates.
     //
     // The rounds run on the current-thread runtime, which polls its own sockets. A future
     // blocked on from outside a multi-thread runtime is woken from the worker thread that
     // polls them, and that hop between threads, the same for every contender, took a third
     // of each connect's time here (docs/benchmarks.md).
-    let rounds = if smoke { 2 } else { 10 };
     let in_flight_start = time_wait_note();
     let mut connected = vec![0usize; Who::ALL.len()];
     let mut round_rates: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); Who::ALL.len()];
-    for k in 0..rounds {
-        for (i, who) in Who::turn(k) {
+    for _ in 0..rounds {
+        for (i, who) in Who::turn(&mut rng) {
             let (ok, secs) = rt.block_on(async {
                 let t = Instant::now();
-                let ok = futures::stream::iter(0..batch / rounds)
+                let ok = futures::stream::iter(0..round)
                     .map(|_| clients.connect(who))
                     .buffer_unordered(100)
                     .filter(|ok| std::future::ready(*ok))
@@ -346,24 +428,21 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
             round_rates[i].push(ok as f64 / secs);
         }
     }
-    let rates: Vec<f64> = round_rates.into_iter().map(median).collect();
-    for (i, who) in Who::ALL.into_iter().enumerate() {
-        rows.push(LoopbackRow {
-            scenario: IN_FLIGHT,
-            contender: who.label(),
-            metric: "connects per second (median of the rounds)",
-            value: rates[i],
-            vs_fastfallback: if i == 0 {
-                f64::NAN
-            } else {
-                rates[0] / rates[i]
-            },
-            note: format!(
-                "{}/{batch} connected, {rounds} rounds taking turns (the first rotates); current-thread runtime{in_flight_start}",
-                connected[i]
-            ),
-        });
+    let rates: Vec<f64> = round_rates.iter().cloned().map(median).collect();
+    let total = rounds * round;
+    let mut in_flight = scenario_rows(
+        IN_FLIGHT,
+        "connects per second (median of the rounds)",
+        &rates,
+        round_rates,
+        &format!(
+            "{rounds} rounds of {round} taking turns in a seeded random order, paired by turn; current-thread runtime{in_flight_start}"
+        ),
+    );
+    for (row, ok) in in_flight.iter_mut().zip(connected) {
+        row.note = format!("{ok}/{total} connected, {}", row.note);
     }
+    rows.extend(in_flight);
 
     // Many races at once: all complete, and the process holds no more descriptors afterwards.
     let mt = tokio::runtime::Builder::new_multi_thread()
@@ -399,6 +478,7 @@ pub(crate) fn run(smoke: bool) -> Vec<LoopbackRow> {
         note: format!(
             "{ok}/{concurrent} in {secs:.2} s; open descriptors {before} before, {after} after"
         ),
+        series: Vec::new(),
     });
     drop(mt);
     drop(rt);
