@@ -13,7 +13,8 @@
 //! with any warm-up contacts the scenario asks for made first by the same connector. For the
 //! measured contact we record the time to a connected socket, and the attempts the wire saw
 //! (client SYN flows: one per socket that reached the network). Results go to
-//! `target/fastfallback-bench/scenarios.{json,md}` and to stdout.
+//! `target/fastfallback-bench/scenarios.{json,md}` (not from a smoke run, `cargo test --benches`)
+//! and to stdout.
 //!
 //! Needs root (network namespaces). Without it the bench says so and exits 0.
 
@@ -499,18 +500,23 @@ fn main() {
     };
     let json = serde_json::json!({ "network": network, "loopback": loopback, "loopback_targets": targets });
     let json = serde_json::to_string_pretty(&json).expect("json");
-    std::fs::write(dir.join("scenarios.json"), json).expect("write json");
     let md = format!(
         "{}\n{}\n{}",
         markdown(&network),
         loopback_markdown(&loopback),
         targets_markdown(&targets)
     );
-    std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
     println!("{md}");
+    // A smoke run (`cargo test --benches`) keeps the last real result, which the chart's
+    // `redraw_chart` example reads.
+    if smoke {
+        return;
+    }
+    std::fs::write(dir.join("scenarios.json"), json).expect("write json");
+    std::fs::write(dir.join("scenarios.md"), &md).expect("write md");
     println!("written: {}", dir.join("scenarios.{json,md}").display());
     // The chart in docs/benchmarks.md is this run's, redrawn from the JSON rows.
-    if !smoke && !network.is_empty() {
+    if !network.is_empty() {
         let rows = serde_json::to_value(&network).expect("rows");
         let docs =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/img/scenarios.svg");

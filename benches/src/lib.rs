@@ -35,6 +35,39 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median, over the turns, of `a`'s value divided by `b`'s value in the same turn.
+///
+/// When contenders take turns, the two values of one turn were measured moments apart. This
+/// VM's speed drifts by up to 2× from one second to the next (docs/benchmarks.md); a ratio of
+/// two overall medians keeps the part of that drift the two medians happen to sample
+/// differently, and a ratio within each turn cancels it.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
+    median(a.iter().zip(b).map(|(x, y)| x / y).collect())
+}
+
+/// The median of each `block` values of `v`, in order.
+pub fn block_medians(v: &[f64], block: usize) -> Vec<f64> {
+    v.chunks(block.max(1)).map(|c| median(c.to_vec())).collect()
+}
+
+/// Row `k` of a Williams square of order `n` (`n` even): the order in which `n` contenders
+/// take turn `k`. Over any `n` consecutive turns each contender comes first once and right
+/// after each other contender exactly once, so what one contender's round leaves behind
+/// (sockets still to be accepted, TIME_WAIT entries, evicted caches) weighs on all alike. A
+/// rotation of one order keeps every contender's neighbours; a random shuffle balances them
+/// only on average.
+pub fn williams_row(n: usize, k: usize) -> impl Iterator<Item = usize> {
+    // The first row runs 0, 1, n-1, 2, n-2, …; row k adds k to each (mod n).
+    (0..n).map(move |j| {
+        let first = if j % 2 == 1 {
+            j.div_ceil(2)
+        } else {
+            (n - j / 2) % n
+        };
+        (first + k) % n
+    })
+}
+
 /// The test network's DNS server.
 pub fn dns_server() -> SocketAddr {
     SocketAddr::new(IpAddr::V4(DNS_V4), 53)
@@ -171,5 +204,60 @@ where
             let stream = tls.connect(name, tcp).await?;
             Ok(HyperTlsIo(TokioIo::new(stream)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_williams_row_is_an_order_of_all_contenders() {
+        for n in [2, 4, 6, 8] {
+            for k in 0..n {
+                let mut row: Vec<usize> = williams_row(n, k).collect();
+                row.sort_unstable();
+                assert_eq!(row, (0..n).collect::<Vec<_>>(), "n={n} k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn over_n_turns_every_contender_follows_every_other_exactly_once_and_leads_once() {
+        for n in [2, 4, 6, 8] {
+            let mut follows = vec![vec![0; n]; n];
+            let mut leads = vec![0; n];
+            for k in 0..n {
+                let row: Vec<usize> = williams_row(n, k).collect();
+                leads[row[0]] += 1;
+                for pair in row.windows(2) {
+                    follows[pair[0]][pair[1]] += 1;
+                }
+            }
+            assert!(leads.iter().all(|&c| c == 1), "n={n}: {leads:?}");
+            for (a, row) in follows.iter().enumerate() {
+                for (b, &c) in row.iter().enumerate() {
+                    assert_eq!(c, usize::from(a != b), "n={n}: {b} after {a}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_drift_common_to_both_contenders_cancels_in_the_paired_ratio() {
+        // b is 10% slower than a in every turn; the machine slows 3× over the run.
+        let a: Vec<f64> = (0..9)
+            .map(|k| 100.0 * (1.0 + f64::from(k) * 0.25))
+            .collect();
+        let b: Vec<f64> = a.iter().map(|x| x / 1.1).collect();
+        assert!((paired_ratio(&a, &b) - 1.1).abs() < 1e-12);
+        // Unpaired, the medians of half the turns each say otherwise.
+        assert!(median(a[..4].to_vec()) / median(b[5..].to_vec()) < 1.0);
+    }
+
+    #[test]
+    fn block_medians_take_each_stretch_in_order() {
+        let v = [5.0, 1.0, 3.0, 10.0, 30.0, 20.0, 7.0];
+        assert_eq!(block_medians(&v, 3), vec![3.0, 20.0, 7.0]);
     }
 }

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::Serialize;
 
-use crate::median;
+use fastfallback_benches::{block_medians, median, paired_ratio, williams_row};
 
 /// One measured loopback row.
 #[derive(Debug, Serialize)]
@@ -22,28 +22,13 @@ pub(crate) struct LoopbackRow {
     pub(crate) metric: &'static str,
     pub(crate) value: f64,
     /// fastfallback's value divided by this contender's (for times: < 1 means we are faster;
-    /// for rates: > 1 means we are faster), paired by turn (see [`paired_ratio`]). `NaN` on
+    /// for rates: > 1 means we are faster), paired by turn (see `paired_ratio`). `NaN` on
     /// fastfallback's own row.
     pub(crate) vs_fastfallback: f64,
     pub(crate) note: String,
     /// One value per stretch of turns, in the order they ran, aligned across the contenders of
-    /// a scenario: what [`paired_ratio`] compares.
+    /// a scenario: what `paired_ratio` compares.
     pub(crate) series: Vec<f64>,
-}
-
-/// The median, over the turns, of `a`'s value divided by `b`'s value in the same turn.
-///
-/// The contenders take turns, so the two values of one turn were measured within a few
-/// milliseconds of each other. This VM's speed drifts by up to 2× from one second to the next
-/// (docs/benchmarks.md), and a ratio of two overall medians keeps the part of that drift the
-/// two medians happen to sample differently; a ratio within each turn cancels it.
-pub(crate) fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
-    median(a.iter().zip(b).map(|(x, y)| x / y).collect())
-}
-
-/// The median of each `block` values of `v`, in order.
-fn block_medians(v: &[f64], block: usize) -> Vec<f64> {
-    v.chunks(block).map(|c| median(c.to_vec())).collect()
 }
 
 struct Server {
@@ -128,25 +113,10 @@ impl Who {
     ];
 
     /// The contenders' order in turn `k`, with each one's index in [`Self::ALL`]: row `k` of
-    /// a Williams square, so over every `ALL.len()` turns each contender comes first once and
-    /// right after each other contender exactly once. What a round leaves behind (sockets the
-    /// server thread has yet to accept and close, TIME_WAIT entries, evicted caches) then
-    /// weighs on every contender alike. A rotation of one order would keep every contender's
-    /// neighbours; a random shuffle balances them only on average, and a 3% bias between two
-    /// copies of tokio's connect showed it.
+    /// a Williams square ([`williams_row`]). A rotation kept every contender's neighbours, and
+    /// a random shuffle left a 3–4% bias between the two copies of tokio's connect.
     fn turn(k: usize) -> impl Iterator<Item = (usize, Self)> {
-        let n = Self::ALL.len();
-        // The first row runs 0, 1, n-1, 2, n-2, …; row k adds k to each (mod n). For an even n
-        // this balances every ordered pair of neighbours.
-        (0..n).map(move |j| {
-            let first = if j % 2 == 1 {
-                j.div_ceil(2)
-            } else {
-                (n - j / 2) % n
-            };
-            let i = (first + k) % n;
-            (i, Self::ALL[i])
-        })
+        williams_row(Self::ALL.len(), k).map(|i| (i, Self::ALL[i]))
     }
 
     fn label(self) -> &'static str {
