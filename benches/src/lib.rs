@@ -246,13 +246,21 @@ mod tests {
     #[test]
     fn a_drift_common_to_both_contenders_cancels_in_the_paired_ratio() {
         // b is 10% slower than a in every turn; the machine slows 3× over the run.
-        let a: Vec<f64> = (0..9)
-            .map(|k| 100.0 * (1.0 + f64::from(k) * 0.25))
-            .collect();
+        let a: Vec<f64> = (0..9).map(|k| 100.0 * (1.0 + f64::from(k) * 0.25)).collect();
         let b: Vec<f64> = a.iter().map(|x| x / 1.1).collect();
         assert!((paired_ratio(&a, &b) - 1.1).abs() < 1e-12);
         // Unpaired, the medians of half the turns each say otherwise.
         assert!(median(a[..4].to_vec()) / median(b[5..].to_vec()) < 1.0);
+    }
+
+    #[test]
+    fn the_ratio_is_taken_within_each_turn_not_between_two_medians() {
+        // In two turns of three a is twice b; the two overall medians (400 and 450) say
+        // that a is the smaller.
+        let a = [100.0, 400.0, 900.0];
+        let b = [50.0, 800.0, 450.0];
+        assert_eq!(paired_ratio(&a, &b), 2.0);
+        assert!(median(a.to_vec()) / median(b.to_vec()) < 1.0);
     }
 
     #[test]
