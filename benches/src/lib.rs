@@ -246,7 +246,9 @@ mod tests {
     #[test]
     fn a_drift_common_to_both_contenders_cancels_in_the_paired_ratio() {
         // b is 10% slower than a in every turn; the machine slows 3× over the run.
-        let a: Vec<f64> = (0..9).map(|k| 100.0 * (1.0 + f64::from(k) * 0.25)).collect();
+        let a: Vec<f64> = (0..9)
+            .map(|k| 100.0 * (1.0 + f64::from(k) * 0.25))
+            .collect();
         let b: Vec<f64> = a.iter().map(|x| x / 1.1).collect();
         assert!((paired_ratio(&a, &b) - 1.1).abs() < 1e-12);
         // Unpaired, the medians of half the turns each say otherwise.
