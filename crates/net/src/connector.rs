@@ -50,7 +50,7 @@ use tokio::time::Sleep;
 
 use crate::attempt::{TcpConnect, attempt_error, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
-use crate::report::{QueryLog, Story};
+use crate::report::{LoneRace, QueryLog, RaceRecord, Story};
 use crate::{
     Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
     SocketOptions, Stream, Transport, detect_network,
@@ -862,7 +862,7 @@ impl Connection {
 
     /// The protocol ALPN chose, if TLS negotiated one.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.story.alpn.as_ref()
+        self.story.alpn()
     }
 
     /// The stream.
@@ -1370,9 +1370,9 @@ fn resolve_zone(address: &mut Address) -> Result<(), AddressError> {
 /// One race in progress: the state machine, and the futures it asked for.
 struct Race {
     inner: Arc<Inner>,
-    /// Boxed: the state machine is large, and the race future is moved around by value. Taken
-    /// when the race ends; still here in `drop` if the caller gave up.
-    finder: Option<Box<FastFallbackExchangeFinder>>,
+    /// The race's state machine, or what builds it. Taken when the race ends; still here in
+    /// `drop` if the caller gave up.
+    state: RaceState,
     network: NetworkState,
     log: Vec<QueryLog>,
     queries: Vec<(Query, Answer)>,
@@ -1383,6 +1383,31 @@ struct Race {
     finished: Option<(AttemptId, Stream, Option<Alpn>)>,
     /// The pool's side, for races run for it (boxed: most races have none).
     pool: Option<Box<PoolSide>>,
+}
+
+/// Where a race's state machine is.
+enum RaceState {
+    /// Built, and stepped by the driver. Boxed: the state machine is large, and the race
+    /// future is moved around by value.
+    Built(Box<FastFallbackExchangeFinder>),
+    /// Not built: the driver made the race's lone opening itself
+    /// ([`FastFallbackExchangeFinder::lone_opening`]), and builds the race as it stands after
+    /// it ([`Race::build`]) as soon as anything but that attempt's success happens, or the
+    /// race waits long enough to need its timers ([`Racing::poll_timer`]). A race won by its
+    /// opening is never built; its report rebuilds it ([`RaceRecord::Lone`]).
+    Lone(LoneRace),
+    /// Ended: the result took it.
+    Ended,
+}
+
+impl RaceState {
+    /// The state machine, if it is built.
+    fn built(&self) -> Option<&FastFallbackExchangeFinder> {
+        match self {
+            Self::Built(finder) => Some(finder),
+            _ => None,
+        }
+    }
 }
 
 /// What a race run for the pool holds besides the race.
@@ -1408,9 +1433,10 @@ impl Drop for Race {
     /// The caller dropped the connect future: every attempt's future goes with the race, and
     /// what the race learned until now still reaches route memory.
     fn drop(&mut self) {
-        if let Some(mut finder) = self.finder.take() {
+        // A race not built yet keeps no route memory, so it has nothing to teach.
+        if let RaceState::Built(finder) = &mut self.state {
             finder.abandon(now());
-            self.inner.learn(self.network.id, &mut finder, None);
+            self.inner.learn(self.network.id, finder, None);
         }
     }
 }
@@ -1458,16 +1484,27 @@ impl Racing {
     /// to be polled again right after the driver's next turn (`yield_now`'s deferred wake).
     /// Only a race still waiting then registers it. Timers are absolute instants, so one that
     /// is registered a turn later still fires on time.
+    ///
+    /// A race not built yet ([`RaceState::Lone`]) is built here, before its timer is
+    /// registered: only the race knows its timers, and nothing has happened to it since its
+    /// opening, so it is built exactly as it stands.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(at) = self.armed_at else {
+        if self.armed_at.is_none() {
             return Poll::Pending;
-        };
+        }
         if self.sleep.is_none() && !self.yielded {
             self.yielded = true;
             // A fresh `yield_now` future hands the waker to the scheduler on its first poll.
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
             return Poll::Pending;
         }
+        if matches!(self.race.state, RaceState::Lone(_)) {
+            self.race.build();
+            self.armed_at = self.race.poll_timeout();
+        }
+        let Some(at) = self.armed_at else {
+            return Poll::Pending;
+        };
         let at = tokio_instant(at);
         let sleep = match &mut self.sleep {
             Some(sleep) => {
@@ -1489,8 +1526,8 @@ impl Future for Racing {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Nothing in a race is pinned: its futures are boxed or `Unpin`.
         let this = self.get_mut();
-        // `Race::end` takes the finder: a race without one has ended.
-        if this.race.finder.is_none() {
+        // `Race::end` takes the race's state.
+        if matches!(this.race.state, RaceState::Ended) {
             return Poll::Ready(Err(ConnectError::Unsupported(
                 "a race polled after it ended",
             )));
@@ -1505,7 +1542,7 @@ impl Future for Racing {
                     return Poll::Ready(result);
                 }
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
-                this.armed_at = race.finder().poll_timeout();
+                this.armed_at = race.poll_timeout();
             }
             let wake = match this.race.poll_wake(cx) {
                 Poll::Ready(wake) => wake,
@@ -1539,13 +1576,30 @@ impl Race {
             seed: inner.next_seed(),
             waiting: link.as_ref().is_some_and(|l| l.waiting),
         };
-        let finder =
-            FastFallbackExchangeFinder::boxed(address, Arc::clone(&inner.policy), input, t0);
+        let opening = FastFallbackExchangeFinder::lone_opening(&address, &inner.policy, &input);
+        let state = match &opening {
+            Some(o) => RaceState::Lone(LoneRace {
+                ip: o.plan.route.target.ip(),
+                port: o.plan.route.target.port(),
+                scheme: address.scheme(),
+                policy: Arc::clone(&inner.policy),
+                v6: input.connectivity.v6,
+                v4: input.connectivity.v4,
+                seed: input.seed,
+                started: t0,
+            }),
+            None => RaceState::Built(FastFallbackExchangeFinder::boxed(
+                address,
+                Arc::clone(&inner.policy),
+                input,
+                t0,
+            )),
+        };
         // Built in its future: the race is not moved again once it runs.
-        Racing {
+        let mut racing = Racing {
             race: Self {
                 inner,
-                finder: Some(finder),
+                state,
                 network,
                 log: Vec::new(),
                 queries: Vec::new(),
@@ -1565,7 +1619,11 @@ impl Race {
             armed_at: None,
             yielded: false,
             turn_due: true,
+        };
+        if let Some(opening) = opening {
+            racing.race.start_attempt(opening.id, &opening.plan);
         }
+        racing
     }
 
     /// The listeners of a race run for the pool, if anyone listens.
@@ -1578,7 +1636,7 @@ impl Race {
 
     /// The plan of attempt `id`: the race's record of it (the driver keeps no copy).
     fn plan_of(&self, id: AttemptId) -> Option<&ConnectPlan> {
-        self.finder.as_deref()?.attempt(id).map(|a| &a.plan)
+        self.built()?.attempt(id).map(|a| &a.plan)
     }
 
     /// Where attempt `id` goes.
@@ -1617,14 +1675,50 @@ impl Race {
         }
     }
 
+    /// The race's state machine, built first if it was not.
     fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
-        // The finder is taken only by `end`, after which the race is never polled again.
-        self.finder.as_mut().expect("the race has not ended")
+        self.build();
+        match &mut self.state {
+            RaceState::Built(finder) => finder,
+            // The state is taken only by `end`, after which the race is never polled again.
+            _ => unreachable!("the race has not ended"),
+        }
+    }
+
+    /// The race's state machine, if it is built.
+    fn built(&self) -> Option<&FastFallbackExchangeFinder> {
+        self.state.built()
+    }
+
+    /// Builds a race that is not built yet, as it stands after its opening.
+    fn build(&mut self) {
+        if let RaceState::Lone(lone) = &self.state {
+            self.state = RaceState::Built(lone.build());
+        }
+    }
+
+    /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]). A race not
+    /// built yet has timers (its deadline, at least) that only the race knows: its start
+    /// stands in for them until [`Racing::poll_timer`] builds it.
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.state {
+            RaceState::Built(finder) => finder.poll_timeout(),
+            RaceState::Lone(lone) => Some(lone.started),
+            RaceState::Ended => None,
+        }
     }
 
     /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
     /// Returns how the race ended, once it has.
     fn turn(&mut self, t: Instant) -> Option<Ending> {
+        if let RaceState::Lone(_) = &self.state {
+            // Its one move was its opening: it has won once that attempt connected, which
+            // made it the finished attempt (a lone opening's attempt is the race's first).
+            return self
+                .finished
+                .is_some()
+                .then_some(Ending::Won(AttemptId::FIRST));
+        }
         if self.finder().poll_timeout().is_some_and(|d| d <= t) {
             self.finder().handle_timeout(t);
         }
@@ -1645,7 +1739,7 @@ impl Race {
         let Some(watch) = pool.link.watch.clone() else {
             return;
         };
-        let origin = self.finder.as_ref().map(|f| f.address().clone());
+        let origin = self.state.built().map(|f| f.address().clone());
         for (spare, plan) in pool.spares.drain(..) {
             let limit = self.inner.policy.attempt_timeout;
             let (attempt, route) = (spare.id, plan.route.target);
@@ -1679,7 +1773,7 @@ impl Race {
     /// Starts what follows TCP for running attempt `i`: the tunnel and TLS of its plan.
     fn start_after_tcp(&mut self, i: usize, transport: Transport) {
         let id = self.running[i].id;
-        let Some(finder) = self.finder.as_deref() else {
+        let Some(finder) = self.built() else {
             return;
         };
         let Some(record) = finder.attempt(id) else {
@@ -1694,12 +1788,44 @@ impl Race {
         self.running[i].step = Step::Tls(Box::pin(after.run(transport)));
     }
 
+    /// Starts attempt `id` on `plan`: its step, its span, and the listeners' event.
+    fn start_attempt(&mut self, id: AttemptId, plan: &ConnectPlan) {
+        tracing::debug!(%id, %plan, "attempt starts");
+        let target = plan.route.target;
+        if let Some(l) = self.listeners() {
+            l.call(|| CallEvent::ConnectStart {
+                attempt: id.get(),
+                route: target,
+            });
+            l.connection(|| ConnectionEvent::ConnectStart {
+                attempt: id.get(),
+                route: target,
+            });
+        }
+        let span = tracing::debug_span!(
+            "attempt",
+            id = id.get(),
+            route = %target,
+            family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
+        );
+        let step = match &self.inner.dialer {
+            None => TcpStep::Unstarted(target),
+            Some(dialer) => TcpStep::Dialed(dialer.dial(target, &self.inner.socket)),
+        };
+        self.running.push(Running {
+            id,
+            step: Step::Tcp(step),
+            // Kept only when a subscriber wants it: a disabled span costs nothing.
+            span: (!span.is_disabled()).then(|| Box::new(span)),
+        });
+    }
+
     /// Acts on one output of the race. Returns how the race ended, once it has.
     fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(query) => {
                 if self.log.capacity() == 0
-                    && let Some(f) = self.finder.as_deref()
+                    && let Some(f) = self.built()
                 {
                     // Sized once for the first queries (most races send two or three and
                     // nothing more): a race in flight keeps these lists.
@@ -1708,7 +1834,7 @@ impl Race {
                     self.queries.reserve_exact(n);
                 }
                 // The origin's name is read from the race: a race keeps no copy of it.
-                let origin = match self.finder.as_deref().map(|f| f.address().connect_host().0) {
+                let origin = match self.built().map(|f| f.address().connect_host().0) {
                     Some(Host::Name(n)) => n.as_str(),
                     _ => "",
                 };
@@ -1728,36 +1854,7 @@ impl Race {
                 self.queries.push((query, answer));
             }
             Output::CancelQuery(query) => self.queries.retain(|(q, _)| *q != query),
-            Output::StartAttempt { id, plan } => {
-                tracing::debug!(%id, %plan, "attempt starts");
-                let target = plan.route.target;
-                if let Some(l) = self.listeners() {
-                    l.call(|| CallEvent::ConnectStart {
-                        attempt: id.get(),
-                        route: target,
-                    });
-                    l.connection(|| ConnectionEvent::ConnectStart {
-                        attempt: id.get(),
-                        route: target,
-                    });
-                }
-                let span = tracing::debug_span!(
-                    "attempt",
-                    id = id.get(),
-                    route = %target,
-                    family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
-                );
-                let step = match &self.inner.dialer {
-                    None => TcpStep::Unstarted(target),
-                    Some(dialer) => TcpStep::Dialed(dialer.dial(target, &self.inner.socket)),
-                };
-                self.running.push(Running {
-                    id,
-                    step: Step::Tcp(step),
-                    // Kept only when a subscriber wants it: a disabled span costs nothing.
-                    span: (!span.is_disabled()).then(|| Box::new(span)),
-                });
-            }
+            Output::StartAttempt { id, plan } => self.start_attempt(id, &plan),
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
                 if reason == CancelReason::LostRace
@@ -1765,7 +1862,7 @@ impl Race {
                     && let Some(pool) = &mut self.pool
                     && pool.link.watch.is_some()
                     && let Some(at) = self.running.iter().position(|r| r.id == id)
-                    && let Some(plan) = self.finder.as_deref().and_then(|f| f.attempt(id))
+                    && let Some(plan) = self.state.built().and_then(|f| f.attempt(id))
                 {
                     // Kept: it finishes on its own after the race and may be pooled. For the
                     // call it is over.
@@ -1828,27 +1925,51 @@ impl Race {
         if !won {
             self.finished = None;
         }
-        let mut finder = self.finder.take().expect("the race ends once");
-        let keep = self.pool.as_mut().map(|p| &mut p.lessons);
-        self.inner.learn(self.network.id, &mut finder, keep);
-        if won && let Some(until) = finder.dns_tail_deadline() {
-            self.start_dns_tail(until);
-        }
-        let mut story = Story {
-            race: finder,
-            end: t,
-            queries: std::mem::take(&mut self.log),
-            winner: None,
-            alpn: None,
+        let mut stream = None;
+        let (winner, alpn) = match &ending {
+            Ending::Won(id) => {
+                let Some((_, won_stream, alpn)) = self.finished.take() else {
+                    return Err(ConnectError::Unsupported("a winner without a stream"));
+                };
+                stream = Some(won_stream);
+                (Some(Winner::Attempt(*id)), alpn)
+            }
+            Ending::Pooled(id) => (Some(Winner::Pooled(*id)), None),
+            Ending::Failed(_) => (None, None),
         };
+        let race = match std::mem::replace(&mut self.state, RaceState::Ended) {
+            // Won by its opening: it learned nothing, has no DNS tail, and its winner and
+            // ALPN go without saying.
+            RaceState::Lone(lone) if won => RaceRecord::Lone(lone),
+            // Not reached (anything but the opening's success builds the race), and harmless.
+            RaceState::Lone(lone) => RaceRecord::Built {
+                race: lone.build(),
+                queries: Vec::new(),
+                winner,
+                alpn,
+            },
+            RaceState::Built(mut finder) => {
+                let keep = self.pool.as_mut().map(|p| &mut p.lessons);
+                self.inner.learn(self.network.id, &mut finder, keep);
+                if won && let Some(until) = finder.dns_tail_deadline() {
+                    self.start_dns_tail(until);
+                }
+                RaceRecord::Built {
+                    race: finder,
+                    queries: std::mem::take(&mut self.log),
+                    winner,
+                    alpn,
+                }
+            }
+            RaceState::Ended => return Err(ConnectError::Unsupported("a race that ended twice")),
+        };
+        let story = Story { race, end: t };
         match ending {
             Ending::Won(id) => {
-                let Some((_, stream, alpn)) = self.finished.take() else {
+                let Some(stream) = stream else {
                     return Err(ConnectError::Unsupported("a winner without a stream"));
                 };
                 tracing::debug!(%id, "race won");
-                story.winner = Some(Winner::Attempt(id));
-                story.alpn = alpn;
                 Ok(Raced::Connected(Connection {
                     stream,
                     story,
@@ -1863,7 +1984,6 @@ impl Race {
             {
                 Some(lease) => {
                     tracing::debug!(%id, "race ended on a pooled connection");
-                    story.winner = Some(Winner::Pooled(id));
                     Ok(Raced::Pooled {
                         lease: Box::new(lease),
                         story,
@@ -1933,8 +2053,36 @@ impl Race {
         Poll::Pending
     }
 
+    /// Running attempt `i` connected to `route` over plain TCP, with nothing after it: it is
+    /// the race's finished attempt.
+    fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
+        let id = self.running.remove(i).id;
+        self.attempt_connected(id, route);
+        self.finished = Some((id, Stream::Plain(transport), None));
+    }
+
+    /// The lone opening's attempt (running attempt `i`) connected: plain TCP, nothing after
+    /// it, so the race has won, in this instant, without ever being built.
+    fn lone_connected(&mut self, i: usize, transport: Transport) {
+        let RaceState::Lone(lone) = &self.state else {
+            return;
+        };
+        let route = lone.target();
+        self.connected_plain(i, route, transport);
+    }
+
     /// Hands one event to the race.
     fn handle(&mut self, wake: Wake, t: Instant) {
+        let wake = match wake {
+            Wake::Tcp(i, Ok(transport)) if matches!(self.state, RaceState::Lone(_)) => {
+                return self.lone_connected(i, transport);
+            }
+            // Anything else needs the race itself.
+            wake => {
+                self.build();
+                wake
+            }
+        };
         match wake {
             Wake::Timer => {}
             Wake::Offer(Offer::Pooled(lease)) => {
@@ -1983,9 +2131,7 @@ impl Race {
                 if plan.tls.is_none() && !plan.tunnel {
                     // Nothing follows TCP: the attempt is done (checked before building the
                     // next step, which costs a few reference counts on every connect).
-                    self.running.remove(i);
-                    self.attempt_connected(id, route);
-                    self.finished = Some((id, Stream::Plain(transport), None));
+                    self.connected_plain(i, route, transport);
                     self.finder()
                         .handle_attempt(id, AttemptEvent::Connected(None), t);
                     return;

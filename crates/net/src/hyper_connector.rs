@@ -70,7 +70,7 @@ impl tower_service::Service<http::Uri> for HyperConnector {
             let address = Address::parse(&uri.to_string()).map_err(ConnectError::InvalidAddress)?;
             let conn = connector.connect_to(address).await?;
             let (stream, story) = conn.into_raw();
-            let h2 = story.alpn == Some(Alpn::H2);
+            let h2 = story.alpn() == Some(&Alpn::H2);
             let info = ConnectInfo {
                 inner: Arc::new(InfoCell {
                     story,
@@ -113,7 +113,7 @@ impl ConnectInfo {
 
     /// The protocol ALPN chose, if TLS negotiated one.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.inner.story.alpn.as_ref()
+        self.inner.story.alpn()
     }
 }
 

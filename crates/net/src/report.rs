@@ -2,13 +2,17 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
-use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
-use fastfallback_proto::{
-    Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
-    QueryKind, QueryName, Winner,
+use fastfallback_plan::{
+    AttemptRecord, AttemptState, FallbackPolicy, FastFallbackExchangeFinder, RaceInput,
 };
+use fastfallback_proto::{
+    Alpn, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Family, HttpsRecord,
+    Instant, Phase, Query, QueryKind, QueryName, Winner,
+};
+use fastfallback_route::{Address, Connectivity, Host, Scheme};
 use serde::Serialize;
 
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
@@ -381,16 +385,102 @@ impl RaceReport {
 /// than the race itself.
 #[derive(Debug)]
 pub(crate) struct Story {
-    /// The finished race itself (boxed once when the race started): it holds the origin and
-    /// every attempt, so nothing is copied out of it.
-    ///
-    /// Its start ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
-    pub(crate) race: Box<FastFallbackExchangeFinder>,
+    /// The finished race and how it ended, or what rebuilds the race.
+    pub(crate) race: RaceRecord,
     pub(crate) end: Instant,
-    pub(crate) queries: Vec<QueryLog>,
-    /// How the race ended well: its winning attempt, or the pooled connection it took.
-    pub(crate) winner: Option<Winner>,
-    pub(crate) alpn: Option<Alpn>,
+}
+
+/// A race as a [`Story`] keeps it.
+#[derive(Debug)]
+pub(crate) enum RaceRecord {
+    /// The finished race, its queries, and how it ended.
+    Built {
+        /// The race itself (boxed once when the race started): it holds the origin and every
+        /// attempt, so nothing is copied out of it. Its start
+        /// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
+        race: Box<FastFallbackExchangeFinder>,
+        queries: Vec<QueryLog>,
+        /// How the race ended well: its winning attempt, or the pooled connection it took.
+        winner: Option<Winner>,
+        alpn: Option<Alpn>,
+    },
+    /// A race won by its lone opening, never built: rebuilt, as it would have ended, only
+    /// when its report is asked for. It sent no query, its winner is that opening's
+    /// attempt, and it negotiated no ALPN (plain TCP). Kept inline: what the other variant
+    /// holds beside its box leaves room for it, so a `Story` is no larger for it and a
+    /// connect to a loopback literal allocates nothing of its own.
+    Lone(LoneRace),
+}
+
+/// A race whose lone opening the driver made itself
+/// ([`FastFallbackExchangeFinder::lone_opening`]): what builds the race, exactly as it stands
+/// after that opening, once the driver or a report needs it.
+///
+/// The origin is kept as its parts (an IP literal with neither zone nor proxy is nothing
+/// more), which keeps this small.
+#[derive(Debug)]
+pub(crate) struct LoneRace {
+    pub(crate) ip: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) scheme: Scheme,
+    pub(crate) policy: Arc<FallbackPolicy>,
+    /// The [`RaceInput`] the opening was made from: its connectivity (a lone opening is
+    /// made only without a NAT64 prefix, so two flags say it all) and its seed. Its route
+    /// memory was disabled, and it was not waiting.
+    pub(crate) v6: bool,
+    pub(crate) v4: bool,
+    pub(crate) seed: u64,
+    pub(crate) started: Instant,
+}
+
+impl LoneRace {
+    /// Where the opening's attempt goes.
+    pub(crate) fn target(&self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.port)
+    }
+
+    /// The race as it stands after its opening.
+    pub(crate) fn build(&self) -> Box<FastFallbackExchangeFinder> {
+        let connectivity = Connectivity {
+            v6: self.v6,
+            v4: self.v4,
+            nat64: None,
+        };
+        let input = RaceInput::new(connectivity).seed(self.seed);
+        // The same origin: a literal, its port (not 0: it was one already) and its scheme.
+        let address = Address::new(Host::Ip(self.ip), self.port, self.scheme)
+            .unwrap_or_else(|_| unreachable!("the origin's own port"));
+        FastFallbackExchangeFinder::after_lone_opening(
+            address,
+            Arc::clone(&self.policy),
+            input,
+            self.started,
+        )
+    }
+
+    /// The race as it ended at `end`: built, and told that its attempt connected then (the
+    /// race won in the instant it connected).
+    fn finished(&self, end: Instant) -> Box<FastFallbackExchangeFinder> {
+        let mut race = self.build();
+        race.handle_attempt(AttemptId::FIRST, AttemptEvent::Connected(None), end);
+        while race.poll_output(end).is_some() {}
+        race
+    }
+}
+
+impl RaceRecord {
+    /// Runs `f` on the race that ended at `end` and its queries: the finished race, or one
+    /// rebuilt for the purpose.
+    fn with<R>(
+        &self,
+        end: Instant,
+        f: impl FnOnce(&FastFallbackExchangeFinder, &[QueryLog]) -> R,
+    ) -> R {
+        match self {
+            Self::Built { race, queries, .. } => f(race, queries),
+            Self::Lone(lone) => f(&lone.finished(end), &[]),
+        }
+    }
 }
 
 /// One DNS query as sent and answered.
@@ -405,21 +495,44 @@ impl Story {
     /// The address the winning attempt connected to: the unspecified address for a race that
     /// no attempt of its own won (a connection always has its winning attempt).
     pub(crate) fn peer(&self) -> SocketAddr {
-        match self.winner {
-            Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
+        match (self.winner(), &self.race) {
+            (Some(Winner::Attempt(_)), RaceRecord::Lone(lone)) => Some(lone.target()),
+            (Some(Winner::Attempt(id)), RaceRecord::Built { race, .. }) => {
+                race.attempt(id).map(|a| a.plan.route.target)
+            }
             _ => None,
         }
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
+    /// How the race ended well: its winning attempt, or the pooled connection it took.
+    pub(crate) fn winner(&self) -> Option<Winner> {
+        match &self.race {
+            RaceRecord::Built { winner, .. } => *winner,
+            RaceRecord::Lone(_) => Some(Winner::Attempt(AttemptId::FIRST)),
+        }
+    }
+
+    /// The protocol the winner negotiated.
+    pub(crate) fn alpn(&self) -> Option<&Alpn> {
+        match &self.race {
+            RaceRecord::Built { alpn, .. } => alpn.as_ref(),
+            RaceRecord::Lone(_) => None,
+        }
+    }
+
     /// The report of a race that did not fail (a failure's adds its error).
     pub(crate) fn report(&self) -> RaceReport {
-        let t0 = self.race.started();
+        self.race
+            .with(self.end, |race, queries| self.report_of(race, queries))
+    }
+
+    fn report_of(&self, race: &FastFallbackExchangeFinder, queries: &[QueryLog]) -> RaceReport {
+        let t0 = race.started();
         RaceReport {
-            origin: self.race.address().to_string(),
+            origin: race.address().to_string(),
             elapsed: since(self.end, t0),
-            queries: self
-                .queries
+            queries: queries
                 .iter()
                 .map(|q| QueryReport {
                     kind: q.query.kind,
@@ -432,16 +545,16 @@ impl Story {
                     answer: q.answered.as_ref().map(|(_, a)| AnswerReport::of(a)),
                 })
                 .collect(),
-            attempts: RaceReport::attempts_from(self.race.attempts(), t0),
-            winner: match self.winner {
+            attempts: RaceReport::attempts_from(race.attempts(), t0),
+            winner: match self.winner() {
                 Some(Winner::Attempt(id)) => Some(id.get()),
                 _ => None,
             },
-            pooled: match self.winner {
+            pooled: match self.winner() {
                 Some(Winner::Pooled(id)) => Some(id.0),
                 _ => None,
             },
-            alpn: self.alpn.clone(),
+            alpn: self.alpn().cloned(),
             error: None,
         }
     }

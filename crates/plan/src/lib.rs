@@ -35,7 +35,7 @@ mod timer;
 
 pub use attempt::{AttemptRecord, AttemptState};
 pub use fastfallback_route::order::FamilyPreference;
-pub use finder::{Attempts, FastFallbackExchangeFinder, RaceInput, RacePhase};
+pub use finder::{Attempts, FastFallbackExchangeFinder, LoneOpening, RaceInput, RacePhase};
 pub use plan::{ConnectPlan, TlsStep};
 pub use policy::{
     FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, MAX_MEMORY_TTL, PolicyError,

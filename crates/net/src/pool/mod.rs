@@ -1041,7 +1041,7 @@ impl Shared {
             }
             Ok(Raced::Connected(conn)) => {
                 let (stream, story) = conn.into_raw();
-                let protocol = self.protocol_for(story.alpn.as_ref(), origin);
+                let protocol = self.protocol_for(story.alpn(), origin);
                 let peer = story.peer();
                 let conn = match Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await
                 {
@@ -1156,7 +1156,7 @@ impl Shared {
             Raced::Pooled { .. } => return Ok(()),
         };
         let (stream, story) = conn.into_raw();
-        let protocol = self.protocol_for(story.alpn.as_ref(), origin);
+        let protocol = self.protocol_for(story.alpn(), origin);
         let conn = Conn::handshake(stream, story.peer(), protocol, Arc::downgrade(self)).await?;
         let mut st = self.lock();
         let id = self.insert(&mut st, origin, conn, false);
