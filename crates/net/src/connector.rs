@@ -1576,18 +1576,25 @@ impl Race {
             seed: inner.next_seed(),
             waiting: link.as_ref().is_some_and(|l| l.waiting),
         };
-        let opening = FastFallbackExchangeFinder::lone_opening(&address, &inner.policy, &input);
-        let state = match &opening {
-            Some(o) => RaceState::Lone(LoneRace {
-                ip: o.plan.route.target.ip(),
-                port: o.plan.route.target.port(),
-                scheme: address.scheme(),
-                policy: Arc::clone(&inner.policy),
-                v6: input.connectivity.v6,
-                v4: input.connectivity.v4,
-                seed: input.seed,
-                started: t0,
-            }),
+        // A lone opening is made here, as the race's first turn would have made it.
+        let mut running = smallvec::SmallVec::new();
+        let state = match FastFallbackExchangeFinder::lone_opening(&address, &inner.policy, &input)
+        {
+            Some(o) => {
+                let listeners = link.as_ref().map(|l| &l.listeners);
+                let listeners = listeners.filter(|l| !l.is_empty());
+                running.push(Self::running(&inner, listeners, o.id, &o.plan));
+                RaceState::Lone(LoneRace {
+                    ip: o.plan.route.target.ip(),
+                    port: o.plan.route.target.port(),
+                    scheme: address.scheme(),
+                    policy: Arc::clone(&inner.policy),
+                    v6: input.connectivity.v6,
+                    v4: input.connectivity.v4,
+                    seed: input.seed,
+                    started: t0,
+                })
+            }
             None => RaceState::Built(FastFallbackExchangeFinder::boxed(
                 address,
                 Arc::clone(&inner.policy),
@@ -1596,14 +1603,14 @@ impl Race {
             )),
         };
         // Built in its future: the race is not moved again once it runs.
-        let mut racing = Racing {
+        Racing {
             race: Self {
                 inner,
                 state,
                 network,
                 log: Vec::new(),
                 queries: Vec::new(),
-                running: smallvec::SmallVec::new(),
+                running,
                 finished: None,
                 pool: link.map(|link| {
                     Box::new(PoolSide {
@@ -1619,11 +1626,7 @@ impl Race {
             armed_at: None,
             yielded: false,
             turn_due: true,
-        };
-        if let Some(opening) = opening {
-            racing.race.start_attempt(opening.id, &opening.plan);
         }
-        racing
     }
 
     /// The listeners of a race run for the pool, if anyone listens.
@@ -1677,7 +1680,9 @@ impl Race {
 
     /// The race's state machine, built first if it was not.
     fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
-        self.build();
+        if !matches!(self.state, RaceState::Built(_)) {
+            self.build();
+        }
         match &mut self.state {
             RaceState::Built(finder) => finder,
             // The state is taken only by `end`, after which the race is never polled again.
@@ -1790,9 +1795,22 @@ impl Race {
 
     /// Starts attempt `id` on `plan`: its step, its span, and the listeners' event.
     fn start_attempt(&mut self, id: AttemptId, plan: &ConnectPlan) {
+        let running = Self::running(&self.inner, self.listeners(), id, plan);
+        self.running.push(running);
+    }
+
+    /// Attempt `id` on `plan`, started: its step (the socket opens when it is first
+    /// polled), its span, and the listeners' event.
+    #[inline]
+    fn running(
+        inner: &Inner,
+        listeners: Option<&crate::events::Listeners>,
+        id: AttemptId,
+        plan: &ConnectPlan,
+    ) -> Running {
         tracing::debug!(%id, %plan, "attempt starts");
         let target = plan.route.target;
-        if let Some(l) = self.listeners() {
+        if let Some(l) = listeners {
             l.call(|| CallEvent::ConnectStart {
                 attempt: id.get(),
                 route: target,
@@ -1808,16 +1826,16 @@ impl Race {
             route = %target,
             family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
         );
-        let step = match &self.inner.dialer {
+        let step = match &inner.dialer {
             None => TcpStep::Unstarted(target),
-            Some(dialer) => TcpStep::Dialed(dialer.dial(target, &self.inner.socket)),
+            Some(dialer) => TcpStep::Dialed(dialer.dial(target, &inner.socket)),
         };
-        self.running.push(Running {
+        Running {
             id,
             step: Step::Tcp(step),
             // Kept only when a subscriber wants it: a disabled span costs nothing.
             span: (!span.is_disabled()).then(|| Box::new(span)),
-        });
+        }
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
@@ -2055,6 +2073,7 @@ impl Race {
 
     /// Running attempt `i` connected to `route` over plain TCP, with nothing after it: it is
     /// the race's finished attempt.
+    #[inline]
     fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
         let id = self.running.remove(i).id;
         self.attempt_connected(id, route);
@@ -2072,19 +2091,16 @@ impl Race {
     }
 
     /// Hands one event to the race.
+    ///
+    /// A race not built yet ([`RaceState::Lone`]) stays so only when its opening's attempt
+    /// connects; any other event builds it first ([`Self::finder`], or [`Self::build`] where
+    /// the plan is read before the race is told).
     fn handle(&mut self, wake: Wake, t: Instant) {
-        let wake = match wake {
-            Wake::Tcp(i, Ok(transport)) if matches!(self.state, RaceState::Lone(_)) => {
-                return self.lone_connected(i, transport);
-            }
-            // Anything else needs the race itself.
-            wake => {
-                self.build();
-                wake
-            }
-        };
         match wake {
-            Wake::Timer => {}
+            Wake::Tcp(i, Ok(transport)) if matches!(self.state, RaceState::Lone(_)) => {
+                self.lone_connected(i, transport);
+            }
+            Wake::Timer => self.build(),
             Wake::Offer(Offer::Pooled(lease)) => {
                 // A race that ended already refuses it; dropping the lease gives it back.
                 if self.finder().handle_pooled(lease.id(), t)
@@ -2162,6 +2178,7 @@ impl Race {
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t);
             }
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
+                self.build();
                 let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");
                 let Some(failed) = self.plan_of(id) else {

@@ -377,6 +377,9 @@ impl FastFallbackExchangeFinder {
         policy: &FallbackPolicy,
         input: &RaceInput,
     ) -> Option<LoneOpening> {
+        let (Host::Ip(ip), port) = address.connect_host() else {
+            return None;
+        };
         let simple = !input.waiting
             && !input.memory.is_enabled()
             && input.connectivity.nat64.is_none()
@@ -385,9 +388,9 @@ impl FastFallbackExchangeFinder {
             && !address.is_tls()
             && !policy.connect_timeout.is_zero()
             && !policy.attempt_timeout.is_zero();
-        let (Host::Ip(ip), port) = address.connect_host() else {
+        if !simple {
             return None;
-        };
+        }
         let ip = *ip;
         // The connectivity as the race sees it ([`Self::boxed`]).
         let mut conn = input.connectivity;
@@ -396,7 +399,7 @@ impl FastFallbackExchangeFinder {
         let as_is = policy.family.allows(Family::of(ip))
             && Resolution::takes_literal_as_is(ip, conn)
             && conn.connect_ip(ip) == ip;
-        (simple && as_is).then(|| LoneOpening {
+        as_is.then(|| LoneOpening {
             id: AttemptId::FIRST,
             plan: ConnectPlan::new(Route::direct(SocketAddr::new(ip, port)), None),
         })
