@@ -10,6 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use fastfallback_net::{
@@ -490,6 +491,26 @@ fn a_literal_past_its_attempt_timeout_fails_at_that_instant_and_closes_its_dial(
         log,
         [format!("0 dial {V4A}"), format!("300 dropped dial {V4A}")]
     );
+}
+
+#[test]
+fn a_literal_dropped_before_its_race_is_built_closes_its_dial_at_that_instant() {
+    paused(async {
+        let mut policy = FallbackPolicy::default();
+        policy.route_memory.enabled = false;
+        let w = world(policy, &[], &[(V4A, Script::Blackhole)]);
+        let origin = format!("tcp://{V4A}:{PORT}");
+        {
+            // One poll: the opening's attempt is dialled and the race waits, not built yet.
+            let mut connect = std::pin::pin!(w.connector.connect(&origin));
+            let first = std::future::poll_fn(|cx| Poll::Ready(connect.as_mut().poll(cx))).await;
+            assert!(first.is_pending());
+        }
+        assert_eq!(
+            w.log.lines(),
+            [format!("0 dial {V4A}"), format!("0 dropped dial {V4A}")]
+        );
+    });
 }
 
 #[test]
