@@ -2198,6 +2198,35 @@ impl Race {
 mod tests {
     use super::*;
 
+    /// The driver takes the lone path where the race names a lone opening, and only there:
+    /// the paused-time tests compare the two paths' reports, which would say nothing if the
+    /// driver built every race. (A connector builds only with a crypto backend.)
+    #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+    #[test]
+    fn a_literal_without_route_memory_starts_unbuilt_with_its_attempt_and_a_name_starts_built() {
+        let mut policy = FallbackPolicy::default();
+        policy.route_memory.enabled = false;
+        let connector = Connector::builder()
+            .policy(policy)
+            .resolver(crate::StaticResolver::new())
+            .connectivity(Connectivity::DUAL_STACK)
+            .build()
+            .unwrap();
+        let start = |origin: &str| {
+            let t0 = now();
+            let network = connector.inner.network(t0);
+            let address = Address::parse(origin).unwrap();
+            Race::start(Arc::clone(&connector.inner), address, None, (network, t0))
+        };
+        let literal = start("tcp://192.0.2.1:80");
+        assert!(matches!(literal.race.state, RaceState::Lone(_)));
+        let ids: Vec<_> = literal.race.running.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [AttemptId::FIRST]);
+        let name = start("tcp://example.test:80");
+        assert!(matches!(name.race.state, RaceState::Built(_)));
+        assert!(name.race.running.is_empty());
+    }
+
     /// Built with no crypto backend (`--no-default-features`; CI runs it so) and with no
     /// process-wide provider, a connector cannot do TLS, and says how to fix it.
     #[cfg(not(any(feature = "aws-lc-rs", feature = "ring")))]

@@ -466,7 +466,7 @@ fn a_literal_race_reports_the_same_whether_or_not_the_driver_built_it() {
 }
 
 #[test]
-fn a_literal_that_connects_at_once_wins_in_that_instant_without_timers() {
+fn a_literal_that_connects_at_once_wins_in_that_instant() {
     let (report, log) = literal_connect(
         false,
         FallbackPolicy::default(),
