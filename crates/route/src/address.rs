@@ -117,7 +117,16 @@ impl FromStr for Host {
         if let Ok(ip) = unbracketed.parse::<IpAddr>() {
             return Ok(Self::Ip(normalize_ip(ip)));
         }
-        let name = s.strip_suffix('.').unwrap_or(s);
+        let name = match s.strip_suffix('.') {
+            // An IPv4 literal written with a root dot (`192.0.2.1.`) is that address: a
+            // name's last label is never all digits (RFC 3696 §2), and a URL host reads it
+            // the same way (WHATWG URL, IPv4 parser, which drops one trailing dot).
+            Some(n) => match n.parse::<std::net::Ipv4Addr>() {
+                Ok(v4) => return Ok(Self::Ip(IpAddr::V4(v4))),
+                Err(_) => n,
+            },
+            None => s,
+        };
         if name.is_empty() {
             return Err(AddressError::EmptyHost);
         }
@@ -743,6 +752,18 @@ mod tests {
             "Example.COM.".parse::<Host>(),
             Ok(Host::Name("example.com".into()))
         );
+    }
+
+    #[test]
+    fn an_ipv4_literal_with_a_root_dot_is_that_address_not_a_name() {
+        let ip: IpAddr = "0.0.0.0".parse().unwrap();
+        assert_eq!("0.0.0.0.".parse::<Host>(), Ok(Host::Ip(ip)));
+        let a = Address::parse("http://192.0.2.1.:8080").unwrap();
+        assert_eq!(a.host(), &Host::Ip("192.0.2.1".parse().unwrap()));
+        assert_eq!(a.to_string(), "http://192.0.2.1:8080");
+        // Only one root dot, as for a name; digits that are no IPv4 literal stay a name.
+        assert_eq!("1.2.3.4..".parse::<Host>(), Err(AddressError::EmptyLabel));
+        assert_eq!("1.2.3.".parse::<Host>(), Ok(Host::Name("1.2.3".into())));
     }
 
     #[test]
