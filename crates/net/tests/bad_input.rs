@@ -100,6 +100,11 @@ async fn malformed_names_are_rejected_before_any_query() {
             "tcp://a..b:80",
             "invalid origin: host name has an empty label",
         ),
+        (
+            "tcp://10.0.0.256:80",
+            "invalid origin: host \"10.0.0.256\" ends in a number, so it can only be an IPv4 \
+             address, and it is not one in dotted-decimal form (a.b.c.d, each 0-255)",
+        ),
     ];
     for (origin, expected) in cases {
         let (error, asked) = rejected(origin).await;

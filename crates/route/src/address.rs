@@ -60,6 +60,12 @@ pub enum AddressError {
     BadUserinfo,
     /// A proxy URL's scheme is not `http`, `socks5` or `socks5h`.
     UnsupportedProxyScheme(String),
+    /// The host ends in a number (`1.2.3`, `10.0.0.256`, `0x7f.1`), so it can only mean an
+    /// IPv4 address, but it is not one in dotted-decimal form (WHATWG URL, "ends in a number
+    /// checker"; a name's last label is never all digits, RFC 3696 §2). Browsers read such
+    /// hosts as IPv4 shorthand (`1.2.3` as 1.2.0.3); this crate rejects them rather than
+    /// send them to DNS or guess.
+    NumericName(String),
 }
 
 impl fmt::Display for AddressError {
@@ -91,6 +97,11 @@ impl fmt::Display for AddressError {
             Self::BadUserinfo => {
                 f.write_str("the proxy's user or password is not valid percent-encoded UTF-8")
             }
+            Self::NumericName(n) => write!(
+                f,
+                "host {n:?} ends in a number, so it can only be an IPv4 address, and it is not \
+                 one in dotted-decimal form (a.b.c.d, each 0-255)"
+            ),
             Self::UnsupportedProxyScheme(s) => {
                 write!(
                     f,
@@ -150,7 +161,20 @@ impl FromStr for Host {
                 return Err(AddressError::BadHyphen(label.to_owned()));
             }
         }
+        if ends_in_a_number(name) {
+            return Err(AddressError::NumericName(name.to_owned()));
+        }
         Ok(Self::Name(name.to_ascii_lowercase()))
+    }
+}
+
+/// Whether a name's last label is a number, decimal or `0x` hex (WHATWG URL, "ends in a
+/// number checker"): such a host is an IPv4 address or nothing.
+fn ends_in_a_number(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    match last.strip_prefix("0x").or_else(|| last.strip_prefix("0X")) {
+        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()),
     }
 }
 
@@ -761,9 +785,37 @@ mod tests {
         let a = Address::parse("http://192.0.2.1.:8080").unwrap();
         assert_eq!(a.host(), &Host::Ip("192.0.2.1".parse().unwrap()));
         assert_eq!(a.to_string(), "http://192.0.2.1:8080");
-        // Only one root dot, as for a name; digits that are no IPv4 literal stay a name.
+        // Only one root dot, as for a name.
         assert_eq!("1.2.3.4..".parse::<Host>(), Err(AddressError::EmptyLabel));
-        assert_eq!("1.2.3.".parse::<Host>(), Ok(Host::Name("1.2.3".into())));
+    }
+
+    #[test]
+    fn a_host_ending_in_a_number_that_is_no_dotted_quad_is_rejected_not_resolved() {
+        for host in [
+            "1.2.3",
+            "1.2.3.",
+            "10.0.0.256",
+            "2130706433",
+            "0x7f.1",
+            "a.0X",
+            "x.010",
+        ] {
+            let e = host.parse::<Host>().unwrap_err();
+            assert!(matches!(e, AddressError::NumericName(_)), "{host}: {e:?}");
+            assert!(e.to_string().contains("ends in a number"), "{e}");
+        }
+        let e = Address::parse("http://1.2.3:8080").unwrap_err();
+        assert_eq!(e, AddressError::NumericName("1.2.3".into()));
+        // A label that only starts with digits, or a hex-looking one without `0x`, is a name.
+        for host in [
+            "1.2.3a",
+            "example.com1",
+            "a.0xg",
+            "cafe.beef",
+            "123.example",
+        ] {
+            assert!(matches!(host.parse::<Host>(), Ok(Host::Name(_))), "{host}");
+        }
     }
 
     #[test]
