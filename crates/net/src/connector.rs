@@ -68,8 +68,41 @@ fn epoch() -> tokio::time::Instant {
 }
 
 pub(crate) fn now() -> Instant {
-    let elapsed = tokio::time::Instant::now().saturating_duration_since(epoch());
+    race_time(tokio::time::Instant::now())
+}
+
+/// The race clock's instant for a reading of tokio's clock (which follows tokio's paused time).
+pub(crate) fn race_time(reading: tokio::time::Instant) -> Instant {
+    let elapsed = reading.saturating_duration_since(epoch());
     Instant::from_elapsed(CLOCK_BASE + elapsed)
+}
+
+/// One reading of the clock, turned into the race clock's [`Instant`] only when something
+/// asks for it, and then once.
+///
+/// The turning costs about twice the reading (std's `Instant` subtraction), and a race that
+/// is never built ([`RaceState::Lone`]) needs neither of its two readings turned: they go
+/// into its story as they are, and its report turns them if anyone asks.
+#[derive(Clone, Copy)]
+struct Moment {
+    reading: tokio::time::Instant,
+    at: Option<Instant>,
+}
+
+impl Moment {
+    /// The clock now.
+    fn now() -> Self {
+        Self::of(tokio::time::Instant::now())
+    }
+
+    fn of(reading: tokio::time::Instant) -> Self {
+        Self { reading, at: None }
+    }
+
+    /// The race clock's instant for this reading.
+    fn at(&mut self) -> Instant {
+        *self.at.get_or_insert_with(|| race_time(self.reading))
+    }
 }
 
 fn tokio_instant(at: Instant) -> tokio::time::Instant {
@@ -118,7 +151,8 @@ struct Inner {
     sources: Sources,
     /// Set by the user, or `None` to read it from the kernel (cached briefly).
     network: Option<NetworkState>,
-    detected: Mutex<Option<(Instant, NetworkState)>>,
+    /// The last reading of the kernel's tables, and until when it is reused.
+    detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
     /// The NAT64 prefix found through `ipv4only.arpa` (RFC 7050), or that there is none, and
     /// when.
     nat64: Mutex<Option<(tokio::time::Instant, Option<Nat64Prefix>)>>,
@@ -162,13 +196,13 @@ const NAT64_TTL: Duration = Duration::from_secs(600);
 const NETWORK_TTL: Duration = Duration::from_secs(5);
 
 impl Inner {
-    fn network(&self, now: Instant) -> NetworkState {
+    fn network(&self, now: tokio::time::Instant) -> NetworkState {
         if let Some(n) = self.network {
             return n;
         }
         let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
         match *cached {
-            Some((at, n)) if now - at < NETWORK_TTL => n,
+            Some((until, n)) if now < until => n,
             previous => {
                 let n = detect_network();
                 if previous.is_some_and(|(_, p)| p.id != n.id)
@@ -176,7 +210,7 @@ impl Inner {
                 {
                     k.clear();
                 }
-                *cached = Some((now, n));
+                *cached = Some((now + NETWORK_TTL, n));
                 n
             }
         }
@@ -185,13 +219,13 @@ impl Inner {
     /// The network a race starts on: [`Self::network`], with the NAT64 prefix discovered when
     /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1); and the instant the race
     /// starts (one clock reading serves both).
-    async fn network_for_race(&self) -> (NetworkState, Instant) {
-        let t = now();
+    async fn network_for_race(&self) -> (NetworkState, tokio::time::Instant) {
+        let t = tokio::time::Instant::now();
         let mut network = self.network(t);
         let c = &mut network.connectivity;
         if c.v6 && !c.v4 && c.nat64.is_none() {
             c.nat64 = self.nat64_prefix().await;
-            return (network, now());
+            return (network, tokio::time::Instant::now());
         }
         (network, t)
     }
@@ -708,7 +742,11 @@ impl ConnectorBuilder {
                 network,
                 // Read the network now, so the first connect does not pay for it.
                 nat64: Mutex::new(None),
-                detected: Mutex::new(network.is_none().then(|| (now(), detect_network()))),
+                detected: Mutex::new(
+                    network
+                        .is_none()
+                        .then(|| (tokio::time::Instant::now() + NETWORK_TTL, detect_network())),
+                ),
                 db,
                 memory_file,
                 proxies: self.proxies,
@@ -1166,7 +1204,7 @@ impl Connector {
 
     /// The network races run on now (read from the kernel unless set in the builder).
     pub fn network(&self) -> NetworkState {
-        self.inner.network(now())
+        self.inner.network(tokio::time::Instant::now())
     }
 
     /// Writes route memory to the memory file now, if the connector has one.
@@ -1452,7 +1490,7 @@ struct Racing {
     sleep: Option<Pin<Box<Sleep>>>,
     /// The instant of the current turn. One clock reading per wake-up: the event that woke
     /// the race and everything the race decides because of it happen at the same instant.
-    t: Instant,
+    t: Moment,
     /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]).
     armed_at: Option<Instant>,
     /// Whether the race has waited once without registering its timer.
@@ -1489,7 +1527,9 @@ impl Racing {
     /// registered: only the race knows its timers, and nothing has happened to it since its
     /// opening, so it is built exactly as it stands.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.armed_at.is_none() {
+        // A race not built yet has timers (its deadline, at least) that only the race knows.
+        let lone = matches!(self.race.state, RaceState::Lone(_));
+        if self.armed_at.is_none() && !lone {
             return Poll::Pending;
         }
         if self.sleep.is_none() && !self.yielded {
@@ -1498,7 +1538,7 @@ impl Racing {
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
             return Poll::Pending;
         }
-        if matches!(self.race.state, RaceState::Lone(_)) {
+        if lone {
             self.race.build();
             self.armed_at = self.race.poll_timeout();
         }
@@ -1535,7 +1575,7 @@ impl Future for Racing {
         loop {
             if this.turn_due {
                 this.turn_due = false;
-                let (race, t) = (&mut this.race, this.t);
+                let (race, t) = (&mut this.race, &mut this.t);
                 if let Some(ending) = race.turn(t) {
                     let result = race.end(ending, t);
                     race.hand_over_spares();
@@ -1551,8 +1591,8 @@ impl Future for Racing {
                     Wake::Timer
                 }
             };
-            this.t = now();
-            this.race.handle(wake, this.t);
+            this.t = Moment::now();
+            this.race.handle(wake, &mut this.t);
             this.turn_due = true;
         }
     }
@@ -1564,11 +1604,15 @@ impl Race {
         inner: Arc<Inner>,
         address: Address,
         link: Option<PoolLink>,
-        (network, t0): (NetworkState, Instant),
+        (network, reading): (NetworkState, tokio::time::Instant),
     ) -> Racing {
-        let memory = match &inner.db {
-            Some(db) => db.view(network.id, &address, t0),
-            None => fastfallback_route::MemoryView::disabled(),
+        let mut t0 = Moment::of(reading);
+        // A literal's view needs no clock, so a race that is never built never turns its
+        // start into the race clock.
+        let memory = match (&inner.db, address.connect_host()) {
+            (Some(db), (Host::Ip(ip), port)) => db.literal_view(SocketAddr::new(*ip, port)),
+            (Some(db), _) => db.view(network.id, &address, t0.at()),
+            (None, _) => fastfallback_route::MemoryView::disabled(),
         };
         let input = RaceInput {
             connectivity: network.connectivity,
@@ -1592,14 +1636,14 @@ impl Race {
                     v6: input.connectivity.v6,
                     v4: input.connectivity.v4,
                     seed: input.seed,
-                    started: t0,
+                    started: reading,
                 })
             }
             None => RaceState::Built(FastFallbackExchangeFinder::boxed(
                 address,
                 Arc::clone(&inner.policy),
                 input,
-                t0,
+                t0.at(),
             )),
         };
         // Built in its future: the race is not moved again once it runs.
@@ -1703,19 +1747,16 @@ impl Race {
     }
 
     /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]). A race not
-    /// built yet has timers (its deadline, at least) that only the race knows: its start
-    /// stands in for them until [`Racing::poll_timer`] builds it.
+    /// built yet has timers that only the race knows: [`Racing::poll_timer`] builds it before
+    /// it waits for them.
     fn poll_timeout(&self) -> Option<Instant> {
-        match &self.state {
-            RaceState::Built(finder) => finder.poll_timeout(),
-            RaceState::Lone(lone) => Some(lone.started),
-            RaceState::Ended => None,
-        }
+        self.built()
+            .and_then(FastFallbackExchangeFinder::poll_timeout)
     }
 
     /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
     /// Returns how the race ended, once it has.
-    fn turn(&mut self, t: Instant) -> Option<Ending> {
+    fn turn(&mut self, t: &mut Moment) -> Option<Ending> {
         if let RaceState::Lone(_) = &self.state {
             // Its one move was its opening: it has won once that attempt connected, which
             // made it the finished attempt (a lone opening's attempt is the race's first).
@@ -1724,6 +1765,7 @@ impl Race {
                 .is_some()
                 .then_some(Ending::Won(AttemptId::FIRST));
         }
+        let t = t.at();
         if self.finder().poll_timeout().is_some_and(|d| d <= t) {
             self.finder().handle_timeout(t);
         }
@@ -1927,7 +1969,7 @@ impl Race {
     }
 
     /// Closes whatever is left and turns the race into its result.
-    fn end(&mut self, ending: Ending, t: Instant) -> Result<Raced, ConnectError> {
+    fn end(&mut self, ending: Ending, t: &mut Moment) -> Result<Raced, ConnectError> {
         if self.listeners().is_some() {
             for r in &self.running {
                 let Some(route) = self.route_of(r.id) else {
@@ -1958,13 +2000,17 @@ impl Race {
         let race = match std::mem::replace(&mut self.state, RaceState::Ended) {
             // Won by its opening: it learned nothing, has no DNS tail, and its winner and
             // ALPN go without saying.
-            RaceState::Lone(lone) if won => RaceRecord::Lone(lone),
+            RaceState::Lone(lone) if won => RaceRecord::Lone {
+                lone,
+                end: t.reading,
+            },
             // Not reached (anything but the opening's success builds the race), and harmless.
             RaceState::Lone(lone) => RaceRecord::Built {
                 race: lone.build(),
                 queries: Vec::new(),
                 winner,
                 alpn,
+                end: t.at(),
             },
             RaceState::Built(mut finder) => {
                 let keep = self.pool.as_mut().map(|p| &mut p.lessons);
@@ -1977,11 +2023,12 @@ impl Race {
                     queries: std::mem::take(&mut self.log),
                     winner,
                     alpn,
+                    end: t.at(),
                 }
             }
             RaceState::Ended => return Err(ConnectError::Unsupported("a race that ended twice")),
         };
-        let story = Story { race, end: t };
+        let story = Story { race };
         match ending {
             Ending::Won(id) => {
                 let Some(stream) = stream else {
@@ -2095,7 +2142,7 @@ impl Race {
     /// A race not built yet ([`RaceState::Lone`]) stays so only when its opening's attempt
     /// connects; any other event builds it first ([`Self::finder`], or [`Self::build`] where
     /// the plan is read before the race is told).
-    fn handle(&mut self, wake: Wake, t: Instant) {
+    fn handle(&mut self, wake: Wake, t: &mut Moment) {
         match wake {
             Wake::Tcp(i, Ok(transport)) if matches!(self.state, RaceState::Lone(_)) => {
                 self.lone_connected(i, transport);
@@ -2103,13 +2150,13 @@ impl Race {
             Wake::Timer => self.build(),
             Wake::Offer(Offer::Pooled(lease)) => {
                 // A race that ended already refuses it; dropping the lease gives it back.
-                if self.finder().handle_pooled(lease.id(), t)
+                if self.finder().handle_pooled(lease.id(), t.at())
                     && let Some(pool) = &mut self.pool
                 {
                     pool.pooled = Some(lease);
                 }
             }
-            Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t),
+            Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t.at()),
             Wake::Dns(query, answer) => {
                 let dsts = self.network.connectivity.destinations(&answer);
                 // Only the origin's own A and AAAA answers count for coalescing, not HTTPS
@@ -2122,7 +2169,8 @@ impl Race {
                     watch.resolved(&dsts);
                 }
                 let sources = self.inner.sources.find(dsts);
-                self.finder().handle_dns(query.clone(), &answer, sources, t);
+                self.finder()
+                    .handle_dns(query.clone(), &answer, sources, t.at());
                 if let Some(l) = self.listeners() {
                     l.call(|| CallEvent::DnsEnd {
                         query: query.clone(),
@@ -2135,7 +2183,7 @@ impl Race {
                     .iter_mut()
                     .find(|q| q.query == query && q.answered.is_none())
                 {
-                    q.answered = Some((t, answer));
+                    q.answered = Some((t.at(), answer));
                 }
             }
             Wake::Tcp(i, Ok(transport)) => {
@@ -2149,7 +2197,7 @@ impl Race {
                     // next step, which costs a few reference counts on every connect).
                     self.connected_plain(i, route, transport);
                     self.finder()
-                        .handle_attempt(id, AttemptEvent::Connected(None), t);
+                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
                     return;
                 }
                 if plan.hold_tls {
@@ -2159,7 +2207,7 @@ impl Race {
                     self.start_after_tcp(i, transport);
                 }
                 self.finder()
-                    .handle_attempt(id, AttemptEvent::TcpConnected, t);
+                    .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
             }
             Wake::Tls(i, Ok((stream, alpn))) => {
                 let done = self.running.remove(i);
@@ -2175,7 +2223,7 @@ impl Race {
                 }
                 self.finished = Some((id, stream, alpn.clone()));
                 self.finder()
-                    .handle_attempt(id, AttemptEvent::Connected(alpn), t);
+                    .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
             }
             Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
                 self.build();
@@ -2188,7 +2236,7 @@ impl Race {
                 let follow_up = tls_follow_up(failed, &error, self.inner.tls_fallbacks.len())
                     .or_else(|| crate::ech::follow_up(failed, &error));
                 self.finder()
-                    .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t);
+                    .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
             }
         }
     }
@@ -2213,7 +2261,7 @@ mod tests {
             .build()
             .unwrap();
         let start = |origin: &str| {
-            let t0 = now();
+            let t0 = tokio::time::Instant::now();
             let network = connector.inner.network(t0);
             let address = Address::parse(origin).unwrap();
             Race::start(Arc::clone(&connector.inner), address, None, (network, t0))

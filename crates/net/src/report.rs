@@ -15,6 +15,8 @@ use fastfallback_proto::{
 use fastfallback_route::{Address, Connectivity, Host, Scheme};
 use serde::Serialize;
 
+use crate::connector::race_time;
+
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
 /// start of the race.
 ///
@@ -385,9 +387,8 @@ impl RaceReport {
 /// than the race itself.
 #[derive(Debug)]
 pub(crate) struct Story {
-    /// The finished race and how it ended, or what rebuilds the race.
+    /// The finished race and how and when it ended, or what rebuilds the race.
     pub(crate) race: RaceRecord,
-    pub(crate) end: Instant,
 }
 
 /// A race as a [`Story`] keeps it.
@@ -403,13 +404,20 @@ pub(crate) enum RaceRecord {
         /// How the race ended well: its winning attempt, or the pooled connection it took.
         winner: Option<Winner>,
         alpn: Option<Alpn>,
+        /// When the race ended.
+        end: Instant,
     },
     /// A race won by its lone opening, never built: rebuilt, as it would have ended, only
     /// when its report is asked for. It sent no query, its winner is that opening's
     /// attempt, and it negotiated no ALPN (plain TCP). Kept inline: what the other variant
     /// holds beside its box leaves room for it, so a `Story` is no larger for it and a
     /// connect to a loopback literal allocates nothing of its own.
-    Lone(LoneRace),
+    Lone {
+        lone: LoneRace,
+        /// When the race ended, as tokio's clock read it: turned into the race clock only
+        /// for a report.
+        end: tokio::time::Instant,
+    },
 }
 
 /// A race whose lone opening the driver made itself
@@ -430,7 +438,9 @@ pub(crate) struct LoneRace {
     pub(crate) v6: bool,
     pub(crate) v4: bool,
     pub(crate) seed: u64,
-    pub(crate) started: Instant,
+    /// When the race started, as tokio's clock read it (turned into the race clock only
+    /// when the race is built).
+    pub(crate) started: tokio::time::Instant,
 }
 
 impl LoneRace {
@@ -454,7 +464,7 @@ impl LoneRace {
             address,
             Arc::clone(&self.policy),
             input,
-            self.started,
+            race_time(self.started),
         )
     }
 
@@ -469,16 +479,20 @@ impl LoneRace {
 }
 
 impl RaceRecord {
-    /// Runs `f` on the race that ended at `end` and its queries: the finished race, or one
-    /// rebuilt for the purpose.
-    fn with<R>(
-        &self,
-        end: Instant,
-        f: impl FnOnce(&FastFallbackExchangeFinder, &[QueryLog]) -> R,
-    ) -> R {
+    /// When the race ended.
+    fn end(&self) -> Instant {
+        match self {
+            Self::Built { end, .. } => *end,
+            Self::Lone { end, .. } => race_time(*end),
+        }
+    }
+
+    /// Runs `f` on the race that ended and its queries: the finished race, or one rebuilt
+    /// for the purpose.
+    fn with<R>(&self, f: impl FnOnce(&FastFallbackExchangeFinder, &[QueryLog]) -> R) -> R {
         match self {
             Self::Built { race, queries, .. } => f(race, queries),
-            Self::Lone(lone) => f(&lone.finished(end), &[]),
+            Self::Lone { lone, .. } => f(&lone.finished(self.end()), &[]),
         }
     }
 }
@@ -496,7 +510,7 @@ impl Story {
     /// no attempt of its own won (a connection always has its winning attempt).
     pub(crate) fn peer(&self) -> SocketAddr {
         match (self.winner(), &self.race) {
-            (Some(Winner::Attempt(_)), RaceRecord::Lone(lone)) => Some(lone.target()),
+            (Some(Winner::Attempt(_)), RaceRecord::Lone { lone, .. }) => Some(lone.target()),
             (Some(Winner::Attempt(id)), RaceRecord::Built { race, .. }) => {
                 race.attempt(id).map(|a| a.plan.route.target)
             }
@@ -509,7 +523,7 @@ impl Story {
     pub(crate) fn winner(&self) -> Option<Winner> {
         match &self.race {
             RaceRecord::Built { winner, .. } => *winner,
-            RaceRecord::Lone(_) => Some(Winner::Attempt(AttemptId::FIRST)),
+            RaceRecord::Lone { .. } => Some(Winner::Attempt(AttemptId::FIRST)),
         }
     }
 
@@ -517,21 +531,21 @@ impl Story {
     pub(crate) fn alpn(&self) -> Option<&Alpn> {
         match &self.race {
             RaceRecord::Built { alpn, .. } => alpn.as_ref(),
-            RaceRecord::Lone(_) => None,
+            RaceRecord::Lone { .. } => None,
         }
     }
 
     /// The report of a race that did not fail (a failure's adds its error).
     pub(crate) fn report(&self) -> RaceReport {
         self.race
-            .with(self.end, |race, queries| self.report_of(race, queries))
+            .with(|race, queries| self.report_of(race, queries))
     }
 
     fn report_of(&self, race: &FastFallbackExchangeFinder, queries: &[QueryLog]) -> RaceReport {
         let t0 = race.started();
         RaceReport {
             origin: race.address().to_string(),
-            elapsed: since(self.end, t0),
+            elapsed: since(self.race.end(), t0),
             queries: queries
                 .iter()
                 .map(|q| QueryReport {

@@ -518,17 +518,11 @@ impl RouteDatabase {
     /// of one race. Expired entries are left out.
     pub fn view(&self, network: NetworkId, origin: &Address, now: Instant) -> MemoryView {
         let (host, port) = origin.connect_host();
-        // A loopback literal neither reads history nor teaches any ([`teaches_family`]): its
-        // race keeps no memory at all, and learns nothing it would throw away.
-        if let Host::Ip(ip) = host
-            && !teaches_family(SocketAddr::new(*ip, port))
-        {
-            return MemoryView::disabled();
+        if let Host::Ip(ip) = host {
+            return self.literal_view(SocketAddr::new(*ip, port));
         }
         let mut view = MemoryView::empty(self.config);
-        // An IP literal has one route: nothing to order and no attempt after it to pace, so
-        // the race needs no history (it still learns, for the family records).
-        if !self.config.enabled || matches!(host, Host::Ip(_)) {
+        if !self.config.enabled {
             view.keeps_routes = false;
             return view;
         }
@@ -546,6 +540,22 @@ impl RouteDatabase {
                     .extend(o.routes.iter().filter(|(_, r)| r.fresh(now, ttl)));
             }
         });
+        view
+    }
+
+    /// What the store gives a race to the IP literal `target` ([`Self::view`] of such an
+    /// origin): the same on every network and at every instant, so it needs neither.
+    ///
+    /// A literal has one route: nothing to order and no attempt after it to pace, so its
+    /// race needs no history (it still learns, for the family records). A loopback literal
+    /// neither reads history nor teaches any ([`teaches_family`]): its race keeps no memory
+    /// at all, and learns nothing it would throw away.
+    pub fn literal_view(&self, target: SocketAddr) -> MemoryView {
+        if !teaches_family(target) {
+            return MemoryView::disabled();
+        }
+        let mut view = MemoryView::empty(self.config);
+        view.keeps_routes = false;
         view
     }
 
