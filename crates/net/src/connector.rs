@@ -2246,6 +2246,31 @@ impl Race {
 mod tests {
     use super::*;
 
+    /// The kernel's tables are read again only once the last reading is `NETWORK_TTL` old.
+    #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+    #[test]
+    fn the_network_reading_is_reused_until_its_ttl_and_read_again_after() {
+        let connector = Connector::builder().build().unwrap();
+        let inner = &connector.inner;
+        let t0 = tokio::time::Instant::now();
+        // A reading no kernel gives, so a fresh one is told apart.
+        let marked = NetworkState {
+            connectivity: Connectivity::DUAL_STACK,
+            id: NetworkId(0x5eed),
+        };
+        *inner.detected.lock().unwrap() = Some((t0 + NETWORK_TTL, marked));
+        let just_before = t0 + NETWORK_TTL - Duration::from_millis(1);
+        assert_eq!(inner.network(just_before).id, marked.id);
+        let fresh = inner.network(t0 + NETWORK_TTL);
+        assert_ne!(
+            fresh.id, marked.id,
+            "read again once the reading is {NETWORK_TTL:?} old"
+        );
+        // The fresh reading holds for another `NETWORK_TTL` from when it was taken.
+        let until = inner.detected.lock().unwrap().map(|(until, _)| until);
+        assert_eq!(until, Some(t0 + NETWORK_TTL + NETWORK_TTL));
+    }
+
     /// The driver takes the lone path where the race names a lone opening, and only there:
     /// the paused-time tests compare the two paths' reports, which would say nothing if the
     /// driver built every race. (A connector builds only with a crypto backend.)
