@@ -68,10 +68,18 @@ fn epoch() -> tokio::time::Instant {
 }
 
 pub(crate) fn now() -> Instant {
-    race_time(tokio::time::Instant::now())
+    race_time(reading())
 }
 
-/// The race clock's instant for a reading of tokio's clock (which follows tokio's paused time).
+/// A reading of tokio's clock (which follows tokio's paused time). The race clock's epoch is
+/// fixed first if it was not yet: a reading turned into the race clock later, by a report,
+/// must not come before the epoch, where it would read as the epoch itself.
+fn reading() -> tokio::time::Instant {
+    epoch();
+    tokio::time::Instant::now()
+}
+
+/// The race clock's instant for a [`reading`].
 pub(crate) fn race_time(reading: tokio::time::Instant) -> Instant {
     let elapsed = reading.saturating_duration_since(epoch());
     Instant::from_elapsed(CLOCK_BASE + elapsed)
@@ -92,7 +100,7 @@ struct Moment {
 impl Moment {
     /// The clock now.
     fn now() -> Self {
-        Self::of(tokio::time::Instant::now())
+        Self::of(reading())
     }
 
     fn of(reading: tokio::time::Instant) -> Self {
@@ -220,12 +228,12 @@ impl Inner {
     /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1); and the instant the race
     /// starts (one clock reading serves both).
     async fn network_for_race(&self) -> (NetworkState, tokio::time::Instant) {
-        let t = tokio::time::Instant::now();
+        let t = reading();
         let mut network = self.network(t);
         let c = &mut network.connectivity;
         if c.v6 && !c.v4 && c.nat64.is_none() {
             c.nat64 = self.nat64_prefix().await;
-            return (network, tokio::time::Instant::now());
+            return (network, reading());
         }
         (network, t)
     }
@@ -2286,7 +2294,7 @@ mod tests {
             .build()
             .unwrap();
         let start = |origin: &str| {
-            let t0 = tokio::time::Instant::now();
+            let t0 = reading();
             let network = connector.inner.network(t0);
             let address = Address::parse(origin).unwrap();
             Race::start(Arc::clone(&connector.inner), address, None, (network, t0))
