@@ -1508,7 +1508,7 @@ struct Racing {
 }
 
 impl Racing {
-    /// Runs the race where it was built: awaiting the race itself would move the future (288
+    /// Runs the race where it was built: awaiting the race itself would move the future (344
     /// bytes) once more.
     fn run(&mut self) -> impl Future<Output = <Self as Future>::Output> + '_ {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll(cx))
