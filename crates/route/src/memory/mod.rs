@@ -548,8 +548,8 @@ impl RouteDatabase {
     ///
     /// A literal has one route: nothing to order and no attempt after it to pace, so its
     /// race needs no history (it still learns, for the family records). A loopback literal
-    /// neither reads history nor teaches any ([`teaches_family`]): its race keeps no memory
-    /// at all, and learns nothing it would throw away.
+    /// neither reads history nor teaches any (its connects say nothing about the network):
+    /// its race keeps no memory at all, and learns nothing it would throw away.
     pub fn literal_view(&self, target: SocketAddr) -> MemoryView {
         if !teaches_family(target) {
             return MemoryView::disabled();
