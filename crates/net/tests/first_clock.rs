@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fastfallback_net::{Connector, SocketOptions};
+use fastfallback_net::Connector;
 use fastfallback_route::Connectivity;
 
 #[tokio::test]
@@ -21,7 +21,6 @@ async fn the_first_race_of_a_process_reports_its_real_duration_even_when_never_b
     let connector = Connector::builder()
         .policy(policy)
         .connectivity(Connectivity::DUAL_STACK)
-        .socket_options(SocketOptions::default())
         .build()
         .unwrap();
     let connection = connector
