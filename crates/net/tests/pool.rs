@@ -453,11 +453,47 @@ async fn misdirected_request_stops_coalescing_that_host() {
     let pool = setup.pool();
     fetch(&pool, &setup.url("a.test"), "/").await;
 
+    // The test server answers 421 on that path whatever the connection.
     let refused = fetch(&pool, &setup.url("b.test"), "/status/421").await;
     let after = fetch(&pool, &setup.url("b.test"), "/").await;
 
     assert_eq!((refused.0, refused.3), (421, Source::Coalesced));
-    assert_eq!(after.3, Source::New, "b got a connection of its own");
+    assert_eq!(refused.1, "2", "sent once more, on a connection of b's own");
+    assert_eq!(
+        (after.1.as_str(), after.3),
+        ("2", Source::Pool),
+        "b keeps its own"
+    );
+    assert_eq!(stats[0].connections(), 2);
+    assert_eq!(stats[0].requests(), 1 + 2 + 1);
+}
+
+/// A 421 answered over a coalesced connection is sent once more on the host's own
+/// connection (RFC 9110 §15.5.20; OkHttp retries it too), and the caller gets that answer.
+#[tokio::test]
+async fn misdirected_request_on_a_coalesced_connection_is_answered_on_the_hosts_own() {
+    let mut setup = Setup::new(&["a.test", "b.test"])
+        .resolve("a.test", &[V4])
+        .resolve("b.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let pool = setup.pool();
+    fetch(&pool, &setup.url("a.test"), "/").await;
+    // `/status/421` only on connection 1 (the coalesced one): a server whose connection 1
+    // is not authoritative for b.test.
+    let origin = pool.origin(&setup.url("b.test")).unwrap();
+    let exchange = pool.exchange(&origin).await.unwrap();
+    assert_eq!(exchange.source(), Source::Coalesced);
+    let request = http::Request::get("/status-on-1/421")
+        .body(Bytes::new())
+        .unwrap();
+    let response = exchange.send(request).await.unwrap();
+
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "answered on b's own connection"
+    );
+    assert_eq!(response.headers()["x-conn"], "2");
     assert_eq!(stats[0].connections(), 2);
 }
 
@@ -1358,4 +1394,395 @@ async fn a_silent_h2_stream_times_out_alone_and_the_connection_carries_on() {
         Ok((200, "1".to_owned()))
     );
     assert_eq!(stats[0].connections(), 1, "only the stream was given up");
+}
+
+/// Runs `n` concurrent `GET path` calls through `pool.send` and returns every outcome: the
+/// status and `x-conn`, or the error's text.
+async fn concurrent_gets(
+    pool: &Pool,
+    url: &str,
+    path: &str,
+    n: usize,
+) -> Vec<Result<(u16, String), String>> {
+    let calls = (0..n).map(|_| {
+        let (pool, url) = (pool.clone(), format!("{url}{path}"));
+        tokio::spawn(async move { try_get(&pool, &url).await })
+    });
+    futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// Every outcome was a 200; the errors otherwise (with how many there were).
+fn assert_all_ok(outcomes: &[Result<(u16, String), String>]) {
+    let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed, first: {:?}",
+        failed.len(),
+        outcomes.len(),
+        failed.first()
+    );
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.as_ref().is_ok_and(|(s, _)| *s == 200))
+    );
+}
+
+/// RFC 9113 §5.1.2: a server that allows 10 concurrent streams refuses the rest with
+/// REFUSED_STREAM, which §8.7 says were not processed. The first connection's requests go
+/// out before its SETTINGS arrive; the refused ones are sent again and wait for a stream.
+#[tokio::test]
+async fn hundred_calls_to_a_new_origin_allowing_ten_streams_all_succeed() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], Some(10)).await;
+    let pool = setup.pool();
+
+    let outcomes = concurrent_gets(&pool, &setup.url("a.test"), "/sleep/20", 100).await;
+
+    assert_all_ok(&outcomes);
+    assert!(
+        stats[0].connections() <= 2,
+        "{} connections",
+        stats[0].connections()
+    );
+    assert_eq!(
+        stats[0].requests(),
+        100 + (outcomes.len() - 100),
+        "each call answered once"
+    );
+}
+
+/// With the limit learned on an earlier connection, a new connection opens no more streams
+/// than it before its own SETTINGS arrive, so nothing is refused (the first call's connection
+/// is busy, so the burst opens a second one).
+#[tokio::test]
+async fn a_new_connection_starts_from_the_stream_limit_its_origin_set_before() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], Some(10)).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    try_get(&pool, &format!("{url}/")).await.unwrap();
+    // The SETTINGS frame is read with the answer to the pool's first PING.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Ten long calls fill the first connection.
+    let busy = {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { concurrent_gets(&pool, &url, "/sleep/300", 10).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let outcomes = concurrent_gets(&pool, &url, "/sleep/20", 100).await;
+
+    assert_all_ok(&outcomes);
+    assert_all_ok(&busy.await.unwrap());
+    assert_eq!(
+        stats[0].requests(),
+        1 + 10 + 100,
+        "nothing refused, nothing sent twice"
+    );
+    assert_eq!(stats[0].connections(), 2);
+}
+
+/// A GOAWAY naming stream 0 as the last processed (RFC 9113 §6.8) while 100 calls share the
+/// first connection of a new origin: none of them was processed, so each is sent again, on
+/// one new connection. On the multi-thread runtime the GOAWAY can also close the connection
+/// between the offer of a stream and its use; those calls look again too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goaway_naming_no_stream_sends_a_hundred_waiting_calls_to_one_new_connection() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let listener = listen(&[V4]).await.remove(0);
+    setup.port = listener.local_addr().unwrap().port();
+    let stats = serve(
+        listener,
+        HttpOptions {
+            tls: Some(setup.tls.with_alpn(&[H2.to_vec()])),
+            goaway_first: 1,
+            ..HttpOptions::default()
+        },
+    );
+    let pool = setup.pool();
+
+    let outcomes = concurrent_gets(&pool, &setup.url("a.test"), "/", 100).await;
+
+    assert_all_ok(&outcomes);
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o.as_ref().is_ok_and(|(_, c)| c == "2"))
+    );
+    assert_eq!(
+        stats.connections(),
+        2,
+        "the one that went away, and one more"
+    );
+    assert_eq!(stats.requests(), 100);
+}
+
+/// When the call leading a single flight is dropped mid-connect, one waiter takes the connect
+/// over and the others keep waiting for it (each used to connect on its own).
+#[tokio::test]
+async fn a_dropped_leader_hands_its_connect_to_one_waiter() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let listener = listen(&[V4]).await.remove(0);
+    setup.port = listener.local_addr().unwrap().port();
+    let stats = serve(
+        listener,
+        HttpOptions {
+            tls: Some(setup.tls.with_alpn(&[H2.to_vec()])),
+            // Every handshake takes a while: the leader is dropped during its own.
+            accept_delay: Some(Duration::from_millis(150)),
+            ..HttpOptions::default()
+        },
+    );
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+    let leader = {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { try_get(&pool, &format!("{url}/")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let waiters = {
+        let (pool, url) = (pool.clone(), url.clone());
+        tokio::spawn(async move { concurrent_gets(&pool, &url, "/", 50).await })
+    };
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!((pool.stats().watching, pool.stats().flights), (51, 1));
+
+    leader.abort();
+    let outcomes = waiters.await.unwrap();
+
+    assert_all_ok(&outcomes);
+    assert_eq!(
+        stats.connections(),
+        2,
+        "the dropped leader's and the one a waiter took over"
+    );
+    assert_eq!((pool.stats().watching, pool.stats().flights), (0, 0));
+}
+
+/// An origin made by another pool is keyed by the pool it is used with: the connection it
+/// gets is keyed as this pool's own origins are, so they share it.
+#[tokio::test]
+async fn an_origin_from_another_pool_is_keyed_by_the_pool_that_connects_it() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H2], None).await;
+    let url = setup.url("a.test");
+    // Pool A would go through a proxy: its keys name it.
+    let proxied = {
+        let mut roots = RootCertStore::empty();
+        roots.add(setup.tls.ca_der()).unwrap();
+        let proxy = fastfallback_route::Proxy::http("proxy.test".parse().unwrap(), 3128);
+        let connector = Connector::builder()
+            .resolver(setup.resolver.clone())
+            .root_certificates(roots)
+            .proxy(proxy)
+            .build()
+            .unwrap();
+        Pool::new(connector)
+    };
+    let foreign = proxied.origin(&url).unwrap();
+    let pool = setup.pool();
+
+    let first = pool.exchange(&foreign).await.unwrap();
+    first
+        .send(get("/"))
+        .await
+        .unwrap()
+        .into_body()
+        .bytes()
+        .await
+        .unwrap();
+    let own = pool.origin(&url).unwrap();
+    let second = pool.exchange(&own).await.unwrap();
+
+    assert_eq!(
+        second.source(),
+        Source::Pool,
+        "one key for both: a direct connection"
+    );
+    assert_eq!(stats[0].connections(), 1);
+    assert_ne!(foreign.key(), own.key());
+}
+
+/// A raw HTTP/2 server over TLS that tries to push a resource with every response, and
+/// counts the pushes its h2 crate accepted (`settings`: applied to its builder).
+async fn pushing_server(
+    setup: &mut Setup,
+    settings: impl Fn(&mut h2::server::Builder) + Send + Sync + 'static,
+    answer: bool,
+) -> Arc<std::sync::atomic::AtomicUsize> {
+    let listener = listen(&[V4]).await.remove(0);
+    setup.port = listener.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(setup.tls.with_alpn(&[H2.to_vec()]));
+    let pushed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&pushed);
+    let settings = Arc::new(settings);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, counter, settings) = (
+                acceptor.clone(),
+                Arc::clone(&counter),
+                Arc::clone(&settings),
+            );
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut builder = h2::server::Builder::new();
+                settings(&mut builder);
+                let Ok(mut conn) = builder.handshake::<_, Bytes>(tls).await else {
+                    return;
+                };
+                while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                    let promise = http::Request::get("https://a.test/pushed")
+                        .body(())
+                        .unwrap();
+                    if let Ok(mut push) = respond.push_request(promise) {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let head = http::Response::new(());
+                        if let Ok(mut tx) = push.send_response(head, false) {
+                            let _ = tx.send_data(Bytes::from(vec![0u8; 1024]), true);
+                        }
+                    }
+                    if answer {
+                        let head = http::Response::builder().header("x-conn", "1");
+                        let _ = respond.send_response(head.body(()).unwrap(), true);
+                    } else {
+                        // Hold the stream open, unanswered.
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_secs(30)).await;
+                            drop(respond);
+                        });
+                    }
+                }
+            });
+        }
+    });
+    pushed
+}
+
+/// The pool refuses server push (SETTINGS_ENABLE_PUSH = 0, RFC 9113 §6.5.2): a server that
+/// pushes with every response cannot, so pushed responses never pile up on the connection.
+#[tokio::test]
+async fn server_push_is_refused_so_pushed_responses_never_pile_up() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let pushed = pushing_server(&mut setup, |_| {}, true).await;
+    let pool = setup.pool();
+    let url = setup.url("a.test");
+
+    for _ in 0..20 {
+        assert_eq!(
+            try_get(&pool, &format!("{url}/")).await.map(|r| r.0),
+            Ok(200).map_err(|e: String| e)
+        );
+    }
+
+    assert_eq!(
+        pushed.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no push was accepted"
+    );
+}
+
+/// A request body that notes when it is dropped, endless (it never ends by itself).
+fn endless_body(
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+) -> impl http_body::Body<Data = Bytes, Error = std::io::Error> + Send + 'static {
+    struct Flag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let flag = Flag(dropped);
+    let chunks = futures::stream::repeat_with(move || {
+        let _held = &flag;
+        Ok::<_, std::io::Error>(http_body::Frame::data(Bytes::from(vec![b'u'; 16 * 1024])))
+    });
+    http_body_util::StreamBody::new(chunks)
+}
+
+/// An upload stalled on a flow-control window the server never opens (RFC 9113 §6.9) ends
+/// when the exchange is dropped: its body is dropped with it, not kept by a task until the
+/// connection closes.
+#[tokio::test]
+async fn an_upload_stalled_on_a_closed_window_ends_when_its_exchange_is_dropped() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    pushing_server(
+        &mut setup,
+        |b| {
+            b.initial_window_size(0);
+        },
+        false,
+    )
+    .await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let exchange = pool.exchange(&origin).await.unwrap();
+    let request = http::Request::post("/upload")
+        .body(endless_body(Arc::clone(&dropped)))
+        .unwrap();
+
+    let sent = tokio::time::timeout(Duration::from_millis(200), exchange.send_body(request)).await;
+    assert!(sent.is_err(), "the server never answers");
+    assert!(pool.stats().connections == 1);
+
+    // The abort lands on the pump task's next poll: give the runtime a few turns.
+    for _ in 0..100 {
+        if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        "the upload still holds its body"
+    );
+}
+
+/// A server that breaks HTTP/2 (a DATA frame on stream 0, a connection error by RFC 9113
+/// §6.1) makes h2 on our side close the connection with GOAWAY(PROTOCOL_ERROR): the error
+/// says so, not that the server sent a GOAWAY.
+#[tokio::test]
+async fn our_own_goaway_for_a_protocol_error_is_not_reported_as_the_servers() {
+    let (port, _) = raw_server(|mut s| async move {
+        // The client's preface (24 bytes) and its SETTINGS frame come first.
+        let mut preface = [0u8; 24];
+        if s.read_exact(&mut preface).await.is_err() {
+            return;
+        }
+        // An empty SETTINGS frame, then DATA on stream 0.
+        let settings = [0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+        let data_on_stream_0 = [0, 0, 1, 0x0, 0, 0, 0, 0, 0, b'x'];
+        let _ = s.write_all(&settings).await;
+        let _ = s.write_all(&data_on_stream_0).await;
+        let mut sink = vec![0u8; 4096];
+        while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    let options = PoolOptions {
+        prior_knowledge_h2: true,
+        ..PoolOptions::default()
+    };
+    let pool = Pool::with_options(connector, options);
+
+    let err = try_get(&pool, &format!("http://127.0.0.1:{port}/"))
+        .await
+        .unwrap_err();
+
+    assert!(!err.contains("the server sent GOAWAY"), "{err}");
+    assert!(
+        err.starts_with("HTTP/2: the connection was closed from this side"),
+        "{err}"
+    );
 }

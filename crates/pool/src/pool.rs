@@ -619,6 +619,17 @@ impl<C> ConnectionPool<C> {
             .sum()
     }
 
+    /// Whether some HTTP/2 connection for `key` takes new exchanges, even if all its streams
+    /// are in use now: a call that finds no free stream can wait for one.
+    pub fn multiplexes(&self, key: &PoolKey) -> bool {
+        self.by_key.get(key).is_some_and(|conns| {
+            conns
+                .multiplexed
+                .iter()
+                .any(|id| self.entries.get(id).is_some_and(|e| !e.no_new_exchanges))
+        })
+    }
+
     /// Whether connection `id` still takes new exchanges (not marked with
     /// [`Self::mark_no_new_exchanges`]); `None` if the id is unknown.
     pub fn takes_new_exchanges(&self, id: PooledId) -> Option<bool> {

@@ -484,3 +484,25 @@ fn capacity_sums_stream_limits_of_connections_that_take_exchanges() {
     pool.mark_no_new_exchanges(h2);
     assert_eq!(pool.capacity(&key), 1);
 }
+
+#[test]
+fn a_full_h2_connection_still_multiplexes_its_key_until_it_takes_no_new_exchanges() {
+    let mut p = pool(5);
+    let k = key();
+    assert!(!p.multiplexes(&k), "nothing pooled");
+    p.insert(k.clone(), "h1", Protocol::Http11, 0, at(0));
+    assert!(
+        !p.multiplexes(&k),
+        "HTTP/1 carries one exchange: nobody waits on it"
+    );
+    let h2 = p.insert(k.clone(), "h2", Protocol::Http2, 1, at(0));
+    assert!(p.acquire_id(h2));
+    assert!(!p.acquire_id(h2), "its one stream is taken");
+    assert!(p.multiplexes(&k), "full, but a stream will free up");
+    p.mark_no_new_exchanges(h2);
+    assert!(
+        !p.multiplexes(&k),
+        "going away: no stream will come from it"
+    );
+    assert!(!p.multiplexes(&PoolKey::new("other.example", 443, true)));
+}

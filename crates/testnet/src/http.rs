@@ -8,6 +8,8 @@
 //!
 //! - `/close`: HTTP/1.1 answers with `connection: close` and closes after the response;
 //! - `/status/N`: answers with status `N` (for example 421);
+//! - `/status-on-1/N`: answers with status `N` on the server's first connection, `ok` on the
+//!   others (a connection that is not authoritative for every name it could serve);
 //! - `/sleep/MS`: answers after `MS` milliseconds;
 //! - `/bytes/N`: a body of `N` bytes;
 //! - `/echo`: reads the whole request body, then answers with it, and names the request's
@@ -45,6 +47,10 @@ pub struct HttpOptions {
     pub max_streams: Option<u32>,
     /// Wait this long after accepting a connection before the TLS handshake (a slow server).
     pub accept_delay: Option<Duration>,
+    /// HTTP/2: the first this many connections send GOAWAY (last stream 0, NO_ERROR) as soon
+    /// as the handshake is done, before reading any request, and close (a server shutting
+    /// down as clients arrive, RFC 9113 §6.8).
+    pub goaway_first: usize,
 }
 
 /// What a test HTTP server has seen.
@@ -149,6 +155,12 @@ where
         let Ok(mut c) = builder.handshake::<_, Bytes>(io).await else {
             return;
         };
+        if conn <= options.goaway_first {
+            // No stream has been read yet, so the GOAWAY names stream 0 as the last processed.
+            c.abrupt_shutdown(h2::Reason::NO_ERROR);
+            let _ = std::future::poll_fn(|cx| c.poll_closed(cx)).await;
+            return;
+        }
         // A stream task asks for GOAWAY through this; the accept loop owns the connection.
         let goaway = Arc::new(tokio::sync::Notify::new());
         loop {
@@ -306,6 +318,14 @@ async fn answer(
             .and_then(|c| StatusCode::from_u16(c).ok())
             .unwrap_or(StatusCode::BAD_REQUEST);
         response = response.status(status);
+    } else if let Some(code) = path.strip_prefix("/status-on-1/") {
+        if conn == 1 {
+            let status = code
+                .parse::<u16>()
+                .ok()
+                .and_then(|c| StatusCode::from_u16(c).ok());
+            response = response.status(status.unwrap_or(StatusCode::BAD_REQUEST));
+        }
     } else if let Some(ms) = path.strip_prefix("/sleep/") {
         let ms = ms.parse::<u64>().unwrap_or(0).min(60_000);
         tokio::time::sleep(Duration::from_millis(ms)).await;

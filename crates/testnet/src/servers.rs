@@ -257,7 +257,7 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
                                     tls: Some(config.tls.with_alpn(&alpn)),
                                     cleartext_h2: false,
                                     max_streams,
-                                    accept_delay: None,
+                                    ..Default::default()
                                 };
                                 crate::http::serve_counted(listener, options, move || {
                                     *lock(&counter).entry(addr).or_default() += 1;

@@ -116,11 +116,18 @@ impl Conn {
 
     /// Runs the HTTP handshake of `protocol` over a connected stream and starts the task that
     /// drives the connection. For HTTP/2 it also starts learning the peer's stream limit (the
-    /// SETTINGS frame precedes the answer to our first PING, RFC 9113 §6.5 and §6.7).
+    /// SETTINGS frame precedes the answer to our first PING, RFC 9113 §6.5 and §6.7); until
+    /// then it opens at most `streams` at once (the limit an earlier connection to the same
+    /// server learned), or [`PROVISIONAL_MAX_STREAMS`].
+    ///
+    /// Server push is refused (SETTINGS_ENABLE_PUSH = 0, RFC 9113 §6.5.2): the pool has no use
+    /// for pushed responses, and each one the server may push costs memory until the
+    /// connection closes.
     pub(crate) async fn handshake(
         stream: Stream,
         peer: SocketAddr,
         protocol: Protocol,
+        streams: Option<u32>,
         pool: Weak<Shared>,
     ) -> Result<Self, ExchangeError> {
         let certs = stream
@@ -141,8 +148,10 @@ impl Conn {
             }
             Protocol::Http2 => {
                 // Until the peer's SETTINGS arrive, open no more streams than the pool hands out.
+                let initial = streams.unwrap_or(PROVISIONAL_MAX_STREAMS);
                 let (send, mut conn) = h2::client::Builder::new()
-                    .initial_max_send_streams(PROVISIONAL_MAX_STREAMS as usize)
+                    .initial_max_send_streams(initial as usize)
+                    .enable_push(false)
                     .handshake::<_, Bytes>(stream)
                     .await
                     .map_err(ExchangeError::Http2)?;

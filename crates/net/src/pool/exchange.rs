@@ -13,11 +13,16 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 
+mod retry;
+mod upload;
+
 use super::conn::{BoxError, Conn, H1Sender};
 use super::{ExchangeError, Origin};
 use crate::RaceReport;
 use crate::events::{CallEvent, ConnectionEvent, EventListener, Source};
 use crate::report::Story;
+use retry::Failed;
+use upload::Upload;
 
 /// One exchange counted against a pooled connection. Dropping it gives the exchange back:
 /// an HTTP/2 stream is freed; an HTTP/1 connection goes back idle if the exchange ended
@@ -320,19 +325,42 @@ impl Exchange {
     /// `host` header (HTTP/1) or `:authority` (HTTP/2) of the origin.
     ///
     /// The connection is given back when the returned body ends or is dropped.
+    ///
+    /// On HTTP/2 a request the server did not process is sent once more, through the pool
+    /// (RFC 9113 §8.7): one the server refused (REFUSED_STREAM, for example past its stream
+    /// limit), one a GOAWAY cut off (graceful, or for an idempotent request), one that could
+    /// not be sent because the connection went away. So is a request that a coalesced
+    /// connection answered with 421 Misdirected Request (RFC 9110 §15.5.20), on the host's own
+    /// connection; that connection is not used for the host again.
     pub async fn send(self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
-        self.send_body(request.map(Full::new)).await
+        let again = self.replay_of(&request, || request.body().clone());
+        self.send_with(request.map(Full::new), again).await
     }
 
     /// [`Self::send`] with any request body: a [`http_body::Body`] of [`Bytes`] frames
     /// (`Full`, `Empty`, a stream, a `String` …), streamed as it is produced. On HTTP/2 the
     /// body is pumped by a task of its own, under the peer's flow control, so the response can
     /// arrive before the body ends; trailers are sent. A body that fails resets the stream
-    /// (HTTP/2) or the connection (HTTP/1), which is then not reused.
-    pub async fn send_body<B>(
-        mut self,
-        request: Request<B>,
-    ) -> Result<Response<Body>, ExchangeError>
+    /// (HTTP/2) or the connection (HTTP/1), which is then not reused. Dropping the response
+    /// (or its future) stops the upload, even one stalled on a closed flow-control window.
+    ///
+    /// A request with an empty body is sent again as [`Self::send`] says; one with a body is
+    /// not (the body is gone once sent): it gets the error, or the 421.
+    pub async fn send_body<B>(self, request: Request<B>) -> Result<Response<Body>, ExchangeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let again = if request.body().is_end_stream() {
+            self.replay_of(&request, Bytes::new)
+        } else {
+            None
+        };
+        self.send_with(request, again).await
+    }
+
+    /// Sends once, marking the call failed if it did.
+    async fn send_once<B>(&mut self, request: Request<B>) -> Result<Response<Body>, Failed>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
@@ -340,22 +368,22 @@ impl Exchange {
         let sent = self.send_inner(request).await;
         if let Err(e) = &sent {
             match &mut self.carrier {
-                Carrier::Pooled(lease) => lease.call.fail(e),
-                Carrier::Exclusive(x) => x.end.fail(e),
+                Carrier::Pooled(lease) => lease.call.fail(&e.error),
+                Carrier::Exclusive(x) => x.end.fail(&e.error),
                 Carrier::Spent => {}
             }
         }
         sent
     }
 
-    async fn send_inner<B>(&mut self, request: Request<B>) -> Result<Response<Body>, ExchangeError>
+    async fn send_inner<B>(&mut self, request: Request<B>) -> Result<Response<Body>, Failed>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
         let (mut head, body) = request.into_parts();
         let Some(origin) = self.origin().cloned() else {
-            return Err(ExchangeError::Closed);
+            return Err(Failed::unsent(ExchangeError::Closed));
         };
         let limit = origin.inner.shared.options.response_timeout;
         let path = head
@@ -364,10 +392,10 @@ impl Exchange {
             .map_or("/", |p| p.as_str())
             .to_owned();
         if self.protocol == Protocol::Http11 {
-            head.uri = path.parse().map_err(ExchangeError::invalid)?;
+            head.uri = path.parse().map_err(Failed::invalid)?;
             if !head.headers.contains_key(http::header::HOST) {
-                let host = http::HeaderValue::from_str(&origin.authority())
-                    .map_err(ExchangeError::invalid)?;
+                let host =
+                    http::HeaderValue::from_str(&origin.authority()).map_err(Failed::invalid)?;
                 head.headers.insert(http::header::HOST, host);
             }
             let request = Request::from_parts(head, body.map_err(Into::into).boxed_unsync());
@@ -380,18 +408,19 @@ impl Exchange {
                 Carrier::Spent => None,
             };
             let Some(send) = send else {
-                return Err(ExchangeError::Closed);
+                return Err(Failed::unsent(ExchangeError::Closed));
             };
             let response = match within(limit, send.send_request(request)).await {
                 Some(Ok(r)) => r,
                 Some(Err(e)) => {
                     self.spoil();
-                    return Err(ExchangeError::Http1(e));
+                    return Err(Failed::sent(ExchangeError::Http1(e)));
                 }
                 None => {
                     // The request is in flight on it: the connection cannot be reused.
                     self.spoil();
-                    return Err(ExchangeError::TimedOut(limit.unwrap_or_default()));
+                    let limit = limit.unwrap_or_default();
+                    return Err(Failed::sent(ExchangeError::TimedOut(limit)));
                 }
             };
             let keep = self.keeper();
@@ -403,7 +432,7 @@ impl Exchange {
             origin.authority()
         )
         .parse()
-        .map_err(ExchangeError::invalid)?;
+        .map_err(Failed::invalid)?;
         let send = match &self.carrier {
             Carrier::Pooled(lease) => match &lease.held {
                 Held::Http2(s) => Some(s.clone()),
@@ -416,13 +445,13 @@ impl Exchange {
             Carrier::Spent => None,
         };
         let Some(send) = send else {
-            return Err(ExchangeError::Closed);
+            return Err(Failed::unsent(ExchangeError::Closed));
         };
         let mut ready = match send.ready().await {
             Ok(r) => r,
             Err(e) => {
                 self.spoil();
-                return Err(ExchangeError::Http2(e));
+                return Err(Failed::unsent(ExchangeError::Http2(e)));
             }
         };
         let end = body.is_end_stream();
@@ -430,17 +459,20 @@ impl Exchange {
             Ok(x) => x,
             Err(e) => {
                 self.spoil();
-                return Err(ExchangeError::Http2(e));
+                return Err(Failed::unsent(ExchangeError::Http2(e)));
             }
         };
-        if !end {
-            tokio::spawn(pump(body, tx));
-        }
+        // Stopped when dropped: with this future, or later with the response body.
+        let upload = (!end).then(|| Upload::start(body, tx));
         // On timeout the response future is dropped, which resets only this stream.
-        let response = within(limit, response)
-            .await
-            .ok_or(ExchangeError::TimedOut(limit.unwrap_or_default()))?
-            .map_err(ExchangeError::Http2)?;
+        let response = match within(limit, response).await {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => return Err(Failed::sent(ExchangeError::Http2(e))),
+            None => {
+                let limit = limit.unwrap_or_default();
+                return Err(Failed::sent(ExchangeError::TimedOut(limit)));
+            }
+        };
         if response.status() == StatusCode::MISDIRECTED_REQUEST
             && self.source == Source::Coalesced
             && let Carrier::Pooled(lease) = &self.carrier
@@ -449,7 +481,7 @@ impl Exchange {
             lease.origin.inner.shared.misdirected(lease.id, &origin);
         }
         let keep = self.keeper();
-        Ok(response.map(|b| Body::http2(b, keep)))
+        Ok(response.map(|b| Body::http2(b, keep, upload)))
     }
 
     /// The connection cannot carry another exchange (an error on it).
@@ -497,6 +529,8 @@ enum Keeper {
 pub struct Body {
     inner: BodyInner,
     keep: Keeper,
+    /// The HTTP/2 request body still being sent, stopped when the response body is dropped.
+    _upload: Option<Upload>,
 }
 
 enum BodyInner {
@@ -524,16 +558,18 @@ impl Body {
         Self {
             inner: BodyInner::Http1(body),
             keep,
+            _upload: None,
         }
     }
 
-    fn http2(stream: h2::RecvStream, keep: Keeper) -> Self {
+    fn http2(stream: h2::RecvStream, keep: Keeper, upload: Option<Upload>) -> Self {
         Self {
             inner: BodyInner::Http2 {
                 stream,
                 data_done: false,
             },
             keep,
+            _upload: upload,
         }
     }
 
@@ -650,52 +686,5 @@ async fn within<F: Future>(limit: Option<std::time::Duration>, f: F) -> Option<F
     match limit {
         Some(d) => tokio::time::timeout(d, f).await.ok(),
         None => Some(f.await),
-    }
-}
-
-/// Streams a request body onto an HTTP/2 stream: each data frame waits for the peer's flow
-/// control window (RFC 9113 §5.2), trailers end the stream, and a body error resets it with
-/// CANCEL. Ends early, quietly, when the stream is reset or the connection closes.
-async fn pump<B>(body: B, mut tx: h2::SendStream<Bytes>)
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let mut body = std::pin::pin!(body);
-    loop {
-        let frame = match body.frame().await {
-            None => {
-                let _ = tx.send_data(Bytes::new(), true);
-                return;
-            }
-            Some(Err(_)) => {
-                tx.send_reset(h2::Reason::CANCEL);
-                return;
-            }
-            Some(Ok(frame)) => frame,
-        };
-        let mut data = match frame.into_data() {
-            Ok(data) => data,
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    let _ = tx.send_trailers(trailers);
-                    return;
-                }
-                continue;
-            }
-        };
-        while !data.is_empty() {
-            tx.reserve_capacity(data.len());
-            let Some(Ok(granted)) = std::future::poll_fn(|cx| tx.poll_capacity(cx)).await else {
-                return;
-            };
-            if granted == 0 {
-                continue;
-            }
-            let chunk = data.split_to(granted.min(data.len()));
-            if tx.send_data(chunk, false).is_err() {
-                return;
-            }
-        }
     }
 }

@@ -161,7 +161,14 @@ impl fmt::Display for ExchangeError {
                 Ok(())
             }
             // h2's words, with what kind of failure it was in front.
-            Self::Http2(e) if e.is_go_away() => write!(f, "HTTP/2: the server sent GOAWAY: {e}"),
+            Self::Http2(e) if e.is_go_away() && e.is_remote() => {
+                write!(f, "HTTP/2: the server sent GOAWAY: {e}")
+            }
+            // Our side ended the connection: h2 found the server breaking the protocol (or the
+            // connection was shut down here).
+            Self::Http2(e) if e.is_go_away() => {
+                write!(f, "HTTP/2: the connection was closed from this side: {e}")
+            }
             Self::Http2(e) if e.is_reset() && e.is_remote() => {
                 write!(f, "HTTP/2: the server reset the stream: {e}")
             }
@@ -318,6 +325,9 @@ struct Watcher {
     offers: mpsc::UnboundedSender<Offer>,
     /// What the race's DNS answers said so far (A and AAAA), for coalescing.
     resolved: Vec<IpAddr>,
+    /// The race waits ([`fastfallback_plan::RacePhase::Waiting`]) for another call's connect
+    /// or for a free stream; it starts connecting only when released.
+    waiting: bool,
 }
 
 /// What must be dropped only after the pool lock is released.
@@ -462,6 +472,12 @@ impl Pool {
                 "{url:?} is not an http:// or https:// origin"
             )));
         }
+        Ok(self.origin_of(address))
+    }
+
+    /// The origin of an (HTTP) address, keyed by what this pool's connector will make of it:
+    /// its TLS configuration and its proxies.
+    fn origin_of(&self, address: Address) -> Origin {
         let host = match address.host() {
             Host::Name(n) => n.clone(),
             Host::Ip(ip) => ip.to_string(),
@@ -477,13 +493,13 @@ impl Pool {
             let ids: Vec<String> = proxies.iter().map(|p| p.pool_identity()).collect();
             key = key.with_proxy(ids.join(" | "));
         }
-        Ok(Origin {
+        Origin {
             inner: Arc::new(OriginInner {
                 shared: Arc::clone(&self.shared),
                 address,
                 key,
             }),
-        })
+        }
     }
 
     /// A connection that can carry one exchange to `origin`: a pooled one, or the race's new
@@ -511,18 +527,14 @@ impl Pool {
         ExchangeFuture { state }
     }
 
-    /// `origin` as this pool's own.
+    /// `origin` as this pool's own. An origin made by another pool is keyed again by this
+    /// one: the key must describe the connection this pool's connector makes (its proxies,
+    /// its TLS configuration), not the other pool's.
     fn rebind(&self, origin: &Origin) -> Origin {
         if Arc::ptr_eq(&origin.inner.shared, &self.shared) {
             return origin.clone();
         }
-        Origin {
-            inner: Arc::new(OriginInner {
-                shared: Arc::clone(&self.shared),
-                address: origin.inner.address.clone(),
-                key: origin.inner.key.clone(),
-            }),
-        }
+        self.origin_of(origin.inner.address.clone())
     }
 
     /// A connection of its own for one exchange to `origin`: never taken from the pool and
@@ -770,12 +782,15 @@ struct Checkout {
     ping: Option<PingHandle>,
 }
 
+/// How many times a call looks again after its race ended on an offered connection that
+/// closed before the call could take it.
+const STALE_OFFERS: u32 = 3;
+
 /// A call's registration to run a race.
 struct Registration {
     race: u64,
     offers: Option<mpsc::UnboundedReceiver<Offer>>,
     waiting: bool,
-    leads: bool,
 }
 
 impl Shared {
@@ -835,6 +850,7 @@ impl Shared {
             let registration = self.register(&mut self.lock(), origin, true);
             return Box::pin(self.connect(origin, registration, call)).await;
         }
+        let mut stale_offers = 0;
         loop {
             let found = {
                 let mut st = self.lock();
@@ -852,7 +868,14 @@ impl Shared {
                 // Boxed: the race is large, and a checkout that finds a pooled connection
                 // should not carry (and move) its state.
                 Err(registration) => {
-                    return Box::pin(self.connect(origin, registration, call)).await;
+                    match Box::pin(self.connect(origin, registration, call)).await {
+                        Err(ExchangeError::Closed) if stale_offers < STALE_OFFERS => {
+                            // The race ended on an offered connection that closed before the
+                            // call could take it (a GOAWAY, a reset): look again.
+                            stale_offers += 1;
+                        }
+                        done => return done,
+                    }
                 }
             }
         }
@@ -957,7 +980,6 @@ impl Shared {
                 race,
                 offers: None,
                 waiting: false,
-                leads: false,
             };
         }
         let shared_protocol = st.protocols.get(&origin.inner.key) != Some(Protocol::Http11);
@@ -969,12 +991,12 @@ impl Shared {
             origin: origin.clone(),
             offers: tx,
             resolved: Vec::new(),
+            waiting: join == Some(Join::Follow),
         });
         Registration {
             race,
             offers: Some(rx),
             waiting: join == Some(Join::Follow),
-            leads: join == Some(Join::Lead),
         }
     }
 
@@ -989,7 +1011,8 @@ impl Shared {
         let mut guard = RaceGuard {
             shared: Arc::clone(self),
             race: reg.race,
-            leads: reg.leads.then(|| origin.inner.key.clone()),
+            origin: (!exclusive).then(|| origin.clone()),
+            done: false,
         };
         let (tx, rx) = match reg.offers {
             Some(rx) => (None, rx),
@@ -1017,11 +1040,11 @@ impl Shared {
         drop(tx);
         match end.result {
             Err(e) => {
-                guard.finish(&end.lessons);
+                guard.finish(Landing::Failed(&end.lessons));
                 Err(ExchangeError::Connect(e))
             }
             Ok(Raced::Pooled { lease, story }) => {
-                guard.finish(&end.lessons);
+                guard.finish(Landing::Connected(&end.lessons));
                 let checkout = {
                     let mut st = self.lock();
                     let coalesced = st
@@ -1043,16 +1066,17 @@ impl Shared {
                 let (stream, story) = conn.into_raw();
                 let protocol = self.protocol_for(story.alpn(), origin);
                 let peer = story.peer();
-                let conn = match Conn::handshake(stream, peer, protocol, Arc::downgrade(self)).await
-                {
+                let streams = self.learned_streams(origin);
+                let weak = Arc::downgrade(self);
+                let conn = match Conn::handshake(stream, peer, protocol, streams, weak).await {
                     Ok(c) => c,
                     Err(e) => {
-                        guard.finish(&end.lessons);
+                        guard.finish(Landing::Failed(&end.lessons));
                         return Err(e);
                     }
                 };
                 if exclusive {
-                    guard.finish(&end.lessons);
+                    guard.finish(Landing::Connected(&end.lessons));
                     return Ok(Exchange::exclusive(
                         conn,
                         origin.clone(),
@@ -1093,9 +1117,10 @@ impl Shared {
             Proto::Http2 { send, .. } => Held::Http2(send.clone()),
         };
         let mut st = self.lock();
+        guard.done = true;
         guard.unwatch(&mut st);
         let id = self.insert(&mut st, origin, conn, true);
-        guard.land(&mut st, lessons);
+        guard.land(&mut st, Landing::Connected(lessons));
         drop(st);
         let mut lease = Lease::new(origin.clone(), id);
         lease.hold(held);
@@ -1116,7 +1141,10 @@ impl Shared {
         let protocol = conn.protocol();
         let peer = conn.peer;
         let health = Arc::clone(&conn.health);
-        let max = health.max_streams().unwrap_or(0);
+        let max = health
+            .max_streams()
+            .or_else(|| st.protocols.max_streams(&origin.inner.key))
+            .unwrap_or(0);
         let id = st
             .pool
             .insert(origin.inner.key.clone(), conn, protocol, max, t);
@@ -1157,7 +1185,9 @@ impl Shared {
         };
         let (stream, story) = conn.into_raw();
         let protocol = self.protocol_for(story.alpn(), origin);
-        let conn = Conn::handshake(stream, story.peer(), protocol, Arc::downgrade(self)).await?;
+        let streams = self.learned_streams(origin);
+        let weak = Arc::downgrade(self);
+        let conn = Conn::handshake(stream, story.peer(), protocol, streams, weak).await?;
         let mut st = self.lock();
         let id = self.insert(&mut st, origin, conn, false);
         drop(st);
@@ -1173,6 +1203,15 @@ impl Shared {
             (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
             _ => Protocol::Http11,
         }
+    }
+
+    /// The HTTP/2 stream limit `origin`'s server set on an earlier connection: a new one
+    /// opens no more streams than that before its SETTINGS arrive (RFC 9113 §5.1.2).
+    fn learned_streams(&self, origin: &Origin) -> Option<u32> {
+        let st = self.lock();
+        st.protocols
+            .max_streams(&origin.inner.key)
+            .filter(|&n| n > 0)
     }
 
     /// Offers free exchanges on `id` to the races watching for its key, one each.
@@ -1323,6 +1362,7 @@ impl Shared {
         if !reusable {
             // An HTTP/2 connection finishes its other streams; HTTP/1 closes below.
             st.retire(id);
+            self.rescue_waiters(st, id);
         }
         let t = now();
         st.clock = t;
@@ -1369,6 +1409,34 @@ impl Shared {
     fn no_new_exchanges(&self, id: PooledId) {
         let mut st = self.lock();
         st.retire(id);
+        self.rescue_waiters(&mut st, id);
+    }
+
+    /// After connection `id` stopped taking new exchanges: if calls wait for a stream on its
+    /// key and nothing else can give them one (no HTTP/2 connection of the key takes new
+    /// exchanges, no connect in flight), the first waiter leads a new connect and the others
+    /// follow it.
+    fn rescue_waiters(&self, st: &mut Locked<'_>, id: PooledId) {
+        let Some(key) = st.pool.key(id).cloned() else {
+            return;
+        };
+        if st.flights.is_flying(&key) || st.pool.multiplexes(&key) {
+            return;
+        }
+        let state: &mut State = st;
+        let mut waiters = state
+            .watchers
+            .iter_mut()
+            .filter(|w| w.waiting && w.origin.inner.key == key);
+        let Some(leader) = waiters.next() else {
+            return;
+        };
+        leader.waiting = false;
+        let _ = leader.offers.send(Offer::Release(Vec::new()));
+        state.flights.join(&key, || leader.race);
+        for w in waiters {
+            state.flights.join(&key, || w.race);
+        }
     }
 
     /// A 421 answered over coalesced connection `id`: never use it for that host again.
@@ -1382,6 +1450,7 @@ impl Shared {
         let mut st = self.lock();
         if let Some(id) = health.id() {
             st.retire(id);
+            self.rescue_waiters(&mut st, id);
             if st.pool.allocations(id) == Some(0)
                 && let Some(c) = st.pool.remove(id)
             {
@@ -1395,6 +1464,9 @@ impl Shared {
         let mut st = self.lock();
         if let (Some(id), Some(max)) = (health.id(), health.max_streams()) {
             st.pool.set_max_streams(id, max);
+            if let Some(key) = st.pool.key(id).cloned() {
+                st.protocols.remember_max_streams(&key, max);
+            }
             self.offer_capacity(&mut st, id);
         }
     }
@@ -1520,45 +1592,94 @@ async fn idle_monitor(pool: Weak<Shared>, wake: Arc<tokio::sync::Notify>) {
     }
 }
 
+/// How a race run for the pool ended, for the flight it may lead.
+#[derive(Clone, Copy)]
+enum Landing<'a> {
+    /// It has a connection (new or offered), or it ran for an exclusive call.
+    Connected(&'a [Lesson]),
+    /// It failed: its followers race on their own, with what it taught route memory.
+    Failed(&'a [Lesson]),
+    /// Its call was dropped before the race ended.
+    Dropped,
+}
+
 /// Unregisters a call's race from the pool when it ends or is dropped, and lands the flight
-/// it led (its followers are released to race on their own).
+/// it leads, if it does (a follower can be handed the lead when its leader is dropped).
 struct RaceGuard {
     shared: Arc<Shared>,
     race: u64,
-    leads: Option<PoolKey>,
+    /// The origin the race connects to; `None` for an exclusive call (never watching).
+    origin: Option<Origin>,
+    /// Landed already.
+    done: bool,
 }
 
 impl RaceGuard {
     fn unwatch(&self, st: &mut Locked<'_>) {
         if let Some(i) = st.watchers.iter().position(|w| w.race == self.race) {
             let w = st.watchers.swap_remove(i);
+            if w.waiting {
+                st.flights.leave(&w.origin.inner.key, &self.race);
+            }
             st.trash.push(Trash::Watcher(w));
         }
     }
 
-    /// Ends the flight this call led: followers still waiting get `lessons` and race.
-    fn land(&mut self, st: &mut Locked<'_>, lessons: &[Lesson]) {
-        let Some(key) = self.leads.take() else {
+    /// Ends the flight this call leads, if it leads one:
+    /// - a connection was had and the key has an HTTP/2 connection taking exchanges: the
+    ///   followers not offered a stream yet keep waiting for one (streams are offered as they
+    ///   free up);
+    /// - the call was dropped with no such connection: the first follower takes the connect
+    ///   over, the others keep following it;
+    /// - otherwise (HTTP/1, or the race failed): the followers get `lessons` and race.
+    fn land(&self, st: &mut Locked<'_>, landing: Landing<'_>) {
+        let Some(origin) = &self.origin else {
             return;
         };
-        for follower in st.flights.land(&key) {
-            if let Some(w) = st.watchers.iter().find(|w| w.race == follower) {
+        let key = &origin.inner.key;
+        if st.flights.leader(key) != Some(&self.race) {
+            return;
+        }
+        let shared_conn = st.pool.multiplexes(key);
+        let lessons = match landing {
+            Landing::Connected(_) | Landing::Dropped if shared_conn => {
+                st.flights.land(key);
+                return;
+            }
+            Landing::Dropped => {
+                if let Some(next) = st.flights.hand_over(key)
+                    && let Some(w) = st.watchers.iter_mut().find(|w| w.race == next)
+                {
+                    w.waiting = false;
+                    let _ = w.offers.send(Offer::Release(Vec::new()));
+                }
+                return;
+            }
+            Landing::Connected(lessons) | Landing::Failed(lessons) => lessons,
+        };
+        for follower in st.flights.land(key) {
+            if let Some(w) = st.watchers.iter_mut().find(|w| w.race == follower) {
+                w.waiting = false;
                 let _ = w.offers.send(Offer::Release(lessons.to_vec()));
             }
         }
     }
 
-    fn finish(&mut self, lessons: &[Lesson]) {
+    fn finish(&mut self, landing: Landing<'_>) {
+        if self.done {
+            return;
+        }
+        self.done = true;
         let shared = Arc::clone(&self.shared);
         let mut st = shared.lock();
         self.unwatch(&mut st);
-        self.land(&mut st, lessons);
+        self.land(&mut st, landing);
     }
 }
 
 impl Drop for RaceGuard {
     fn drop(&mut self) {
-        self.finish(&[]);
+        self.finish(Landing::Dropped);
     }
 }
 
@@ -1607,7 +1728,9 @@ impl Watch for WatchHandle {
                 return;
             }
             let weak = Arc::downgrade(&shared);
-            let Ok(conn) = Conn::handshake(stream, peer, Protocol::Http2, weak).await else {
+            let streams = shared.learned_streams(&origin);
+            let Ok(conn) = Conn::handshake(stream, peer, Protocol::Http2, streams, weak).await
+            else {
                 return;
             };
             let mut st = shared.lock();

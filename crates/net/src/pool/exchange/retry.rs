@@ -1,0 +1,168 @@
+//! Sending an HTTP/2 request once more, through the pool, when the server never processed it
+//! (RFC 9113 §8.7) or a coalesced connection turned out to be the wrong one (RFC 9110
+//! §15.5.20). Once only: the second answer, whatever it is, is the caller's.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fastfallback_proto::Protocol;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+
+use super::{BoxError, CallEnd, Carrier, Exchange, Keeper};
+use crate::events::{CallEvent, EventListener, Source};
+use crate::pool::{Body, Call, ExchangeError, Origin};
+
+/// A send that failed, and whether the request is known not to have reached the server's
+/// processing (it was never sent: the connection went away first).
+pub(in crate::pool) struct Failed {
+    pub(super) error: ExchangeError,
+    unsent: bool,
+}
+
+impl Failed {
+    /// The request never left.
+    pub(super) fn unsent(error: ExchangeError) -> Self {
+        Self {
+            error,
+            unsent: true,
+        }
+    }
+
+    /// The request may have reached the server.
+    pub(super) fn sent(error: ExchangeError) -> Self {
+        Self {
+            error,
+            unsent: false,
+        }
+    }
+
+    /// The request cannot be sent as given (never retried: it would fail the same way).
+    pub(super) fn invalid(e: impl std::fmt::Display) -> Self {
+        Self::sent(ExchangeError::invalid(e))
+    }
+
+    /// Whether the request may be sent again: the server did not process it (RFC 9113 §8.7),
+    /// because it was never sent, was refused with REFUSED_STREAM, or was cut off by the
+    /// server's graceful GOAWAY (NO_ERROR: the server finishes what it processed, §6.8); or
+    /// it is idempotent (RFC 9110 §9.2.2) and its connection went away under it (any GOAWAY
+    /// from the server, a broken connection). h2 does not say which stream a GOAWAY named as
+    /// the last processed one, hence the conditions on the reason and the method.
+    fn may_send_again(&self, idempotent: bool) -> bool {
+        if self.unsent {
+            return true;
+        }
+        let ExchangeError::Http2(e) = &self.error else {
+            return false;
+        };
+        if e.is_io() {
+            return idempotent;
+        }
+        if !e.is_remote() {
+            return false;
+        }
+        e.reason() == Some(h2::Reason::REFUSED_STREAM)
+            || (e.is_go_away() && (idempotent || e.reason() == Some(h2::Reason::NO_ERROR)))
+    }
+}
+
+impl CallEnd {
+    /// The exchange is given up for another one of the same call: the listener hears its
+    /// connection released (not the call's end) and is handed back for the next exchange.
+    fn hand_over(&mut self) -> Option<Arc<dyn EventListener>> {
+        let inner = self.0.take()?;
+        inner.listener.event(&CallEvent::ConnectionReleased {
+            connection: inner.connection,
+        });
+        Some(inner.listener)
+    }
+}
+
+impl Exchange {
+    /// A copy of `request` (with `body()`) to send again if need be: only for HTTP/2 on a
+    /// pooled connection, the only exchanges retried here.
+    pub(super) fn replay_of<B>(
+        &self,
+        request: &Request<B>,
+        body: impl FnOnce() -> Bytes,
+    ) -> Option<Request<Bytes>> {
+        if self.protocol != Protocol::Http2 || !matches!(self.carrier, Carrier::Pooled(_)) {
+            return None;
+        }
+        let mut again = Request::new(body());
+        *again.method_mut() = request.method().clone();
+        *again.uri_mut() = request.uri().clone();
+        *again.version_mut() = request.version();
+        *again.headers_mut() = request.headers().clone();
+        Some(again)
+    }
+
+    /// Sends `request`; with `again`, sends that once more on another exchange of the pool
+    /// when the first answer allows it (see [`Exchange::send`]).
+    pub(super) async fn send_with<B>(
+        mut self,
+        request: Request<B>,
+        again: Option<Request<Bytes>>,
+    ) -> Result<Response<Body>, ExchangeError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let sent = self.send_once(request).await;
+        let Some(again) = again else {
+            return sent.map_err(|f| f.error);
+        };
+        let (origin, listener, why) = match sent {
+            Err(failed) if failed.may_send_again(again.method().is_idempotent()) => {
+                if let ExchangeError::Http2(e) = &failed.error
+                    && (e.is_go_away() || e.is_io())
+                {
+                    // That connection is going away: the next exchange must not land on it.
+                    self.spoil();
+                }
+                let Carrier::Pooled(lease) = &mut self.carrier else {
+                    return Err(failed.error);
+                };
+                let origin = lease.origin.clone();
+                let listener = lease.call.hand_over();
+                drop(self);
+                (origin, listener, failed.error.to_string())
+            }
+            Ok(mut response)
+                if response.status() == StatusCode::MISDIRECTED_REQUEST
+                    && self.source == Source::Coalesced =>
+            {
+                let Keeper::Lease(lease) = &mut response.body_mut().keep else {
+                    return Ok(response);
+                };
+                let origin = lease.origin.clone();
+                let listener = lease.call.hand_over();
+                // Dropping the body resets the stream and frees it.
+                drop(response);
+                (origin, listener, "421 Misdirected Request".to_owned())
+            }
+            other => return other.map_err(|f| f.error),
+        };
+        tracing::debug!(origin = %origin, reason = %why, "sending the request once more");
+        Box::pin(resend(origin, listener, again)).await
+    }
+}
+
+/// The second try: a new exchange from the pool (the call's listener goes on hearing it),
+/// and `request` on it.
+async fn resend(
+    origin: Origin,
+    listener: Option<Arc<dyn EventListener>>,
+    request: Request<Bytes>,
+) -> Result<Response<Body>, ExchangeError> {
+    let call = Call {
+        exclusive: false,
+        listener,
+    };
+    let shared = Arc::clone(&origin.inner.shared);
+    let mut exchange = shared.acquire(&origin, &call).await?;
+    exchange
+        .send_once(request.map(Full::new))
+        .await
+        .map_err(|f| f.error)
+}
