@@ -1032,17 +1032,27 @@ impl AfterTcp {
     }
 
     async fn run(self, transport: Transport) -> Result<(Stream, Option<Alpn>), AttemptError> {
-        let transport = match &self.tunnel {
-            Some(t) => {
-                crate::proxy::open(transport, &t.proxy, &t.host, t.port, t.resolver.as_ref())
-                    .await?
-            }
+        let transport = match self.tunnel {
+            Some(t) => t.open(transport).await?,
             None => transport,
         };
         match &self.tls {
             Some(step) => handshake(transport, step, &self.config).await,
             None => Ok((Stream::Plain(transport), None)),
         }
+    }
+}
+
+impl Tunnel {
+    /// Opens the tunnel over `transport`, connected to the proxy.
+    async fn open(self, transport: Transport) -> Result<Transport, AttemptError> {
+        let Self {
+            proxy,
+            host,
+            port,
+            resolver,
+        } = self;
+        crate::proxy::open(transport, &proxy, &host, port, resolver.as_ref()).await
     }
 }
 
@@ -1098,6 +1108,8 @@ impl Future for TcpStep {
 /// The step an attempt is in: each is one future, dropped to cancel.
 enum Step {
     Tcp(TcpStep),
+    /// TCP to the proxy is connected; the tunnel to the origin is being opened.
+    Tunnel(StepFuture<Transport>),
     /// TCP is done and the plan holds TLS until the race says [`Output::ResumeAttempt`]
     /// (boxed: rare, and it keeps every running attempt small).
     Held(Option<Box<Transport>>),
@@ -1117,6 +1129,7 @@ struct Running {
 enum Wake {
     Dns(Query, DnsAnswer),
     Tcp(usize, Result<Transport, AttemptError>),
+    Tunnel(usize, Result<Transport, AttemptError>),
     Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),
     Offer(Offer),
     Timer,
@@ -1812,6 +1825,12 @@ impl Race {
                         after?.run(transport).await.ok()
                     }
                     Step::Held(transport) => after?.run(*transport?).await.ok(),
+                    Step::Tunnel(f) => {
+                        let transport = f.await.ok()?;
+                        let mut after = after?;
+                        after.tunnel = None;
+                        after.run(transport).await.ok()
+                    }
                     Step::Tls(f) => f.await.ok(),
                 }
             };
@@ -1825,8 +1844,18 @@ impl Race {
         }
     }
 
-    /// Starts what follows TCP for running attempt `i`: the tunnel and TLS of its plan.
+    /// Starts what follows TCP for running attempt `i`: the tunnel of its plan (a step of its
+    /// own, so the race knows when the attempt is in it), or else its TLS.
     fn start_after_tcp(&mut self, i: usize, transport: Transport) {
+        self.start_after(i, transport, true);
+    }
+
+    /// Starts TLS for running attempt `i`, whose tunnel is open.
+    fn start_tls(&mut self, i: usize, transport: Transport) {
+        self.start_after(i, transport, false);
+    }
+
+    fn start_after(&mut self, i: usize, transport: Transport, tunnel: bool) {
         let id = self.running[i].id;
         let Some(finder) = self.built() else {
             return;
@@ -1834,7 +1863,14 @@ impl Race {
         let Some(record) = finder.attempt(id) else {
             return;
         };
-        let after = AfterTcp::new(&self.inner, finder.address(), &record.plan);
+        let mut after = AfterTcp::new(&self.inner, finder.address(), &record.plan);
+        match after.tunnel.take() {
+            Some(t) if tunnel => {
+                self.running[i].step = Step::Tunnel(Box::pin(t.open(transport)));
+                return;
+            }
+            _ => {}
+        }
         if after.tls.is_some()
             && let Some(l) = self.listeners()
         {
@@ -2114,6 +2150,11 @@ impl Race {
                         return Poll::Ready(Wake::Tcp(i, res));
                     }
                 }
+                Step::Tunnel(f) => {
+                    if let Poll::Ready(res) = f.as_mut().poll(cx) {
+                        return Poll::Ready(Wake::Tunnel(i, res));
+                    }
+                }
                 Step::Tls(f) => {
                     if let Poll::Ready(res) = f.as_mut().poll(cx) {
                         return Poll::Ready(Wake::Tls(i, res));
@@ -2217,6 +2258,22 @@ impl Race {
                 self.finder()
                     .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
             }
+            Wake::Tunnel(i, Ok(transport)) => {
+                let id = self.running[i].id;
+                let Some(plan) = self.plan_of(id) else {
+                    return;
+                };
+                let (route, tls) = (plan.route.target, plan.tls.is_some());
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::TunnelOpen, t.at());
+                if tls {
+                    self.start_tls(i, transport);
+                } else {
+                    self.connected_plain(i, route, transport);
+                    self.finder()
+                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+                }
+            }
             Wake::Tls(i, Ok((stream, alpn))) => {
                 let done = self.running.remove(i);
                 let id = done.id;
@@ -2233,7 +2290,7 @@ impl Race {
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
             }
-            Wake::Tcp(i, Err(error)) | Wake::Tls(i, Err(error)) => {
+            Wake::Tcp(i, Err(error)) | Wake::Tunnel(i, Err(error)) | Wake::Tls(i, Err(error)) => {
                 self.build();
                 let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");

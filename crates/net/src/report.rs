@@ -242,6 +242,7 @@ impl AttemptOutcome {
     fn of(state: &AttemptState) -> Self {
         match state {
             AttemptState::Connecting => Self::InFlight(Phase::Tcp),
+            AttemptState::Tunneling => Self::InFlight(Phase::Tunnel),
             AttemptState::Securing | AttemptState::Held => Self::InFlight(Phase::Tls),
             AttemptState::Won => Self::Won,
             AttemptState::Failed(e) => Self::Failed(e.clone()),

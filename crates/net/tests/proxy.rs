@@ -366,3 +366,62 @@ async fn pooled_connections_through_a_proxy_are_reused_and_keyed_by_it() {
     );
     assert_eq!(origin.stats.connections(), 1);
 }
+
+/// A proxy that accepts TCP and never answers the tunnel request: the attempt times out in
+/// the tunnel step, and says so (it used to read "during tls", TCP being done).
+#[tokio::test]
+async fn a_proxy_that_accepts_and_never_answers_times_out_in_the_tunnel() {
+    let origin = Origin::start().await;
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let policy = fastfallback_net::FallbackPolicy::builder()
+        .attempt_timeout(std::time::Duration::from_millis(200))
+        .connect_timeout(std::time::Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let connector = Connector::builder()
+        .root_certificates(origin.roots())
+        .resolver(StaticResolver::new().with("origin.test", [LOCALHOST]))
+        .proxy(Proxy::http(Host::Ip(LOCALHOST), port))
+        .policy(policy)
+        .build()
+        .unwrap();
+
+    let err = connector
+        .connect(&format!("https://origin.test:{}", origin.port))
+        .await
+        .err()
+        .unwrap();
+
+    let ConnectError::Race(failure) = &err else {
+        panic!("a race failure: {err}");
+    };
+    let attempt = &failure.error.attempts[0].error;
+    assert_eq!(
+        (attempt.kind, attempt.phase),
+        (AttemptErrorKind::TimedOut, Phase::Tunnel)
+    );
+    assert!(err.to_string().contains("tunnel"), "{err}");
+    assert!(!err.to_string().contains("during tls"), "{err}");
+}
+
+/// The tunnel is a step of its own for a plan without TLS too (`tcp://` through a proxy).
+#[tokio::test]
+async fn a_plain_tcp_connect_through_a_proxy_opens_its_tunnel_then_connects() {
+    let origin = Origin::start().await;
+    let (proxy, stats) = http_proxy(ProxyOptions::default()).await;
+    let conn = origin
+        .connector(&[proxy])
+        .connect(&format!("tcp://localhost:{}", origin.port))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stats.tunnels(), 1);
+    let won = conn.report().winning_attempt().unwrap();
+    assert_eq!((won.tls, won.proxy.is_some()), (false, true));
+}

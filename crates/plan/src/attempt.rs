@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   start ──▶ Connecting ──TcpConnected──▶ Securing ──Connected──▶ Won
-//!                 │  │     (held plan) └──▶ Held ──HTTPS answer──▶ Securing
+//!                 │  │  │  (held plan) └──▶ Held ──HTTPS answer──▶ Securing
+//!                 │  │  └─(through a proxy)─▶ Tunneling ──TunnelOpen──▶ Securing
+//!                 │  │                           └──Connected (no TLS)──▶ Won
 //!                 │  └────────Connected (plan without TLS)────────▶ Won
 //!                 │                            │
 //!                 ├──────── Failed ────────────┴──────────────────▶ Failed
@@ -22,6 +24,9 @@ use crate::ConnectPlan;
 pub enum AttemptState {
     /// In flight: the TCP handshake.
     Connecting,
+    /// In flight: TCP to the proxy connected, the tunnel (HTTP `CONNECT`, SOCKS5) is being
+    /// opened.
+    Tunneling,
     /// In flight: TCP connected, the TLS handshake is running.
     Securing,
     /// In flight: TCP connected, TLS held until the HTTPS answer is in
@@ -45,12 +50,17 @@ pub enum AttemptState {
 impl AttemptState {
     /// Whether the attempt is still running.
     pub fn in_flight(&self) -> bool {
-        matches!(self, Self::Connecting | Self::Securing | Self::Held)
+        matches!(
+            self,
+            Self::Connecting | Self::Tunneling | Self::Securing | Self::Held
+        )
     }
 
-    /// The step a running attempt is in: TCP until its handshake completes, then TLS.
+    /// The step a running attempt is in: TCP until its handshake completes, then the proxy
+    /// tunnel if it has one, then TLS.
     pub(crate) fn step(&self) -> Phase {
         match self {
+            Self::Tunneling => Phase::Tunnel,
             Self::Securing | Self::Held => Phase::Tls,
             _ => Phase::Tcp,
         }

@@ -628,6 +628,7 @@ impl FastFallbackExchangeFinder {
         self.needs_decision = true;
         match event {
             AttemptEvent::TcpConnected => self.on_tcp_connected(i, now),
+            AttemptEvent::TunnelOpen => self.on_tunnel_open(i),
             AttemptEvent::Connected(alpn) => {
                 if self.attempts[i].tcp_connected.is_none() {
                     self.note_tcp(i, now);
@@ -1332,6 +1333,10 @@ impl FastFallbackExchangeFinder {
             return;
         }
         self.note_tcp(i, now);
+        let tunnel = self.attempts[i].plan.tunnel;
+        if tunnel {
+            self.attempts[i].state = AttemptState::Tunneling;
+        }
         if self.attempts[i].plan.tls.is_none() {
             return;
         }
@@ -1341,7 +1346,7 @@ impl FastFallbackExchangeFinder {
             if !self.resolution.holds_tls() {
                 self.resume(i, now);
             }
-        } else {
+        } else if !tunnel {
             self.attempts[i].state = AttemptState::Securing;
         }
         match self.policy.win_at {
@@ -1359,6 +1364,15 @@ impl FastFallbackExchangeFinder {
                     self.pacing.next_at = Some(t.max(now + cad));
                 }
             }
+        }
+    }
+
+    /// Attempt `i`'s proxy tunnel is open: TLS follows, if its plan has it (a plan without TLS
+    /// stays in the tunnel step until it is reported connected).
+    fn on_tunnel_open(&mut self, i: usize) {
+        let a = &mut self.attempts[i];
+        if a.state == AttemptState::Tunneling && a.plan.tls.is_some() {
+            a.state = AttemptState::Securing;
         }
     }
 

@@ -10,6 +10,11 @@ pub enum AttemptEvent<P> {
     /// The TCP handshake finished. For a plan with TLS, the race extends its next-attempt timer
     /// (HEv3 §6.1) or, when it wins at TCP, cancels the others.
     TcpConnected,
+    /// The proxy tunnel of a plan through a proxy is open (HTTP `CONNECT` answered 2xx, or
+    /// SOCKS5 succeeded): TLS to the origin, if the plan has it, starts now. Until this event
+    /// the attempt is in [`Phase::Tunnel`](crate::Phase::Tunnel), so a proxy that accepts TCP
+    /// and never answers is reported as stuck in the tunnel, not in TCP or TLS.
+    TunnelOpen,
     /// The plan finished: TCP connected and, if the plan has TLS, the handshake and certificate
     /// check are done. Carries the ALPN protocol the server chose, if any.
     Connected(Option<Alpn>),

@@ -341,7 +341,7 @@ impl<'a> Player<'a> {
             AttemptEvent::FollowUp(_) => {
                 self.open.insert(id, false);
             }
-            AttemptEvent::Connected(_) => {}
+            AttemptEvent::Connected(_) | AttemptEvent::TunnelOpen => {}
         }
         self.race.handle_attempt(id, ev, t);
     }

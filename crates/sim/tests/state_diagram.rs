@@ -25,6 +25,7 @@ fn phase_name(p: RacePhase) -> &'static str {
 fn attempt_name(s: &AttemptState) -> &'static str {
     match s {
         AttemptState::Connecting => "Connecting",
+        AttemptState::Tunneling => "Tunneling",
         AttemptState::Securing => "Securing",
         AttemptState::Held => "Held",
         AttemptState::Won => "Won",
