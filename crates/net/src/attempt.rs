@@ -218,9 +218,14 @@ pub trait Dial: Send + Sync + 'static {
 }
 
 /// A byte stream a [`Dial`] can hand back instead of a `TcpStream`.
-pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+///
+/// `Sync` as well as `Send` (as tokio's and rustls's streams are), so that a [`Stream`](crate::Stream) and a
+/// [`Connection`](crate::Connection) are `Sync`: they can sit behind an `Arc` or in a
+/// struct shared between tasks. A stream that is not `Sync` can be wrapped in a
+/// `std::sync::Mutex` or a `sync_wrapper`-style cell.
+pub trait Io: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
 
-impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+impl<T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static> Io for T {}
 
 /// What an attempt connected: a TCP stream, or a stream from a custom [`Dial`].
 pub enum Transport {

@@ -1,0 +1,46 @@
+//! What callers may share between threads: a connection, its stream, an exchange and a
+//! response body are `Send` and `Sync`, so they can sit behind an `Arc` or in a struct that
+//! tasks share (issue 21, item 17). A connection is shared for real: two threads read its
+//! report while a third holds it.
+
+use std::sync::Arc;
+
+use fastfallback_net::{Body, Connection, Connector, Exchange, Pool, Stream};
+
+fn shareable<T: Send + Sync>() {}
+
+#[test]
+fn connections_streams_exchanges_and_bodies_are_send_and_sync() {
+    shareable::<Connection>();
+    shareable::<Stream>();
+    shareable::<Exchange>();
+    shareable::<Body>();
+    shareable::<Pool>();
+    shareable::<Connector>();
+}
+
+#[tokio::test]
+async fn one_connection_is_read_from_two_threads_at_once() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accept = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+    let connector = Connector::builder().build().unwrap();
+    let conn = Arc::new(
+        connector
+            .connect(&format!("tcp://127.0.0.1:{port}"))
+            .await
+            .unwrap(),
+    );
+    let _server_side = accept.await.unwrap().unwrap();
+
+    let peers: Vec<_> = (0..2)
+        .map(|_| {
+            let conn = Arc::clone(&conn);
+            std::thread::spawn(move || (conn.peer_addr(), conn.report().attempts.len()))
+        })
+        .map(|t| t.join().unwrap())
+        .collect();
+
+    assert_eq!(peers, vec![(conn.peer_addr(), 1); 2]);
+    assert_eq!(conn.peer_addr().port(), port);
+}
