@@ -400,6 +400,7 @@ fn concurrent_blackhole(rounds: usize) -> Vec<Row> {
             ServerKind::Http {
                 alpn: vec![b"h2".to_vec()],
                 max_streams: None,
+                goaway_first: 0,
             },
         )
         .expect("serve");

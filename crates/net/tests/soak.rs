@@ -150,6 +150,7 @@ fn soak_through_the_pool_under_faults_leaks_nothing() {
                 ServerKind::Http {
                     alpn: alpn.clone(),
                     max_streams: None,
+                    goaway_first: 0,
                 },
             )
             .unwrap();

@@ -1327,16 +1327,130 @@ fn a_proxys_own_addresses_are_raced_so_a_blackholed_ipv6_proxy_falls_back_to_ipv
 
 /// An HTTP server offering `alpn` on the TLS port of the origin's IPv6 and IPv4 addresses.
 fn serve_http_on_both(net: &TestNet, alpn: &[&[u8]]) {
+    serve_h2_limits_on_both(net, alpn, None, 0);
+}
+
+/// [`serve_http_on_both`] with an HTTP/2 stream limit, and the first `goaway_first`
+/// connections of each server answering with GOAWAY at once.
+fn serve_h2_limits_on_both(
+    net: &TestNet,
+    alpn: &[&[u8]],
+    max_streams: Option<u32>,
+    goaway_first: usize,
+) {
     for ip in [v6(0), v4(0)] {
         net.serve(
             SocketAddr::new(ip, TLS_PORT),
             ServerKind::Http {
                 alpn: alpn.iter().map(|p| p.to_vec()).collect(),
-                max_streams: None,
+                max_streams,
+                goaway_first,
             },
         )
         .unwrap();
     }
+}
+
+/// `n` concurrent `GET path` calls through the pool: each one's status, or its error.
+async fn concurrent_calls(
+    pool: &Pool,
+    origin: &Origin,
+    path: &str,
+    n: usize,
+) -> Vec<Result<u16, String>> {
+    let calls = (0..n).map(|_| {
+        let (pool, uri) = (pool.clone(), format!("{origin}{path}"));
+        async move {
+            let request = http::Request::get(uri).body(bytes::Bytes::new()).unwrap();
+            let response = pool.send(request).await.map_err(|e| e.to_string())?;
+            let status = response.status().as_u16();
+            response
+                .into_body()
+                .bytes()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(status)
+        }
+    });
+    futures::future::join_all(calls).await
+}
+
+/// TCP connections the origin's two servers accepted.
+fn origin_connections(net: &TestNet) -> usize {
+    [v6(0), v4(0)]
+        .into_iter()
+        .map(|ip| net.accepted(SocketAddr::new(ip, TLS_PORT)))
+        .sum()
+}
+
+/// Issue 21, item 1, on the wire (RTT 10 ms): a server allowing 10 concurrent streams
+/// refuses the rest of a burst of 100 (RFC 9113 §5.1.2) sent before its SETTINGS arrived;
+/// those were not processed (§8.7) and are sent again. Every call succeeds, on at most two
+/// connections; then, with the limit learned, a second burst on a fresh pool's connection
+/// is refused nothing either.
+#[test]
+fn hundred_calls_through_a_ten_stream_limit_all_succeed_on_the_wire() {
+    let Some(net) = network("hundred_calls_through_a_ten_stream_limit_all_succeed_on_the_wire")
+    else {
+        return;
+    };
+    serve_h2_limits_on_both(&net, &[b"h2"], Some(10), 0);
+    net.set_rules(vec![
+        Rule::delay(Match::Addr(v6(0)), Duration::from_millis(5)),
+        Rule::delay(Match::Addr(v4(0)), Duration::from_millis(5)),
+    ]);
+    net.block_on_client(async {
+        let pool = Pool::new(connector(&net, FallbackPolicy::default()));
+        let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
+
+        let first = concurrent_calls(&pool, &origin, "/sleep/20", 100).await;
+        assert!(
+            first.iter().all(|r| r == &Ok(200)),
+            "{:?}",
+            first.iter().find(|r| r != &&Ok(200))
+        );
+        let after_first = origin_connections(&net);
+        assert!((1..=2).contains(&after_first), "{after_first} connections");
+
+        let second = concurrent_calls(&pool, &origin, "/sleep/20", 100).await;
+        assert!(
+            second.iter().all(|r| r == &Ok(200)),
+            "{:?}",
+            second.iter().find(|r| r != &&Ok(200))
+        );
+        assert!(origin_connections(&net) - after_first <= 1);
+    });
+}
+
+/// Issue 21, item 2, on the wire: the origin's first connection answers GOAWAY naming stream 0
+/// while 100 single-flight calls are queued on it. None was processed; all 100 complete on
+/// one new connection.
+#[test]
+fn goaway_naming_no_stream_sends_queued_calls_to_one_new_connection_on_the_wire() {
+    let Some(net) =
+        network("goaway_naming_no_stream_sends_queued_calls_to_one_new_connection_on_the_wire")
+    else {
+        return;
+    };
+    serve_h2_limits_on_both(&net, &[b"h2"], None, 1);
+    net.set_rules(vec![
+        Rule::blackhole(Match::Addr(v6(0))),
+        Rule::delay(Match::Addr(v4(0)), Duration::from_millis(5)),
+    ]);
+    net.block_on_client(async {
+        let pool = Pool::new(connector(&net, FallbackPolicy::default()));
+        let origin = pool.origin(&format!("https://{NAME}:{TLS_PORT}")).unwrap();
+
+        let outcomes = concurrent_calls(&pool, &origin, "/", 100).await;
+
+        assert!(
+            outcomes.iter().all(|r| r == &Ok(200)),
+            "{:?}",
+            outcomes.iter().find(|r| r != &&Ok(200))
+        );
+        assert_eq!(net.accepted(SocketAddr::new(v4(0), TLS_PORT)), 2);
+        assert_eq!(pool.stats().connections, 1);
+    });
 }
 
 /// Sockets of the client namespace, by protocol: (TCP, UDP).

@@ -45,6 +45,9 @@ pub enum ServerKind {
         alpn: Vec<Vec<u8>>,
         /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, if limited.
         max_streams: Option<u32>,
+        /// HTTP/2: the first this many connections send GOAWAY naming stream 0 as soon as
+        /// they are set up ([`crate::http::HttpOptions::goaway_first`]).
+        goaway_first: usize,
     },
     /// An HTTP `CONNECT` proxy ([`crate::proxy`]), reaching targets from the server namespace.
     HttpProxy,
@@ -252,11 +255,16 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
                             ServerKind::Socks5Proxy => {
                                 crate::proxy::serve_socks5(listener, Default::default());
                             }
-                            ServerKind::Http { alpn, max_streams } => {
+                            ServerKind::Http {
+                                alpn,
+                                max_streams,
+                                goaway_first,
+                            } => {
                                 let options = crate::http::HttpOptions {
                                     tls: Some(config.tls.with_alpn(&alpn)),
                                     cleartext_h2: false,
                                     max_streams,
+                                    goaway_first,
                                     ..Default::default()
                                 };
                                 crate::http::serve_counted(listener, options, move || {
