@@ -6,6 +6,12 @@
 //! it, and it attaches the race's report, which the caller reads from the response's
 //! extensions.
 //!
+//! hyper-util needs its `http2` feature to speak HTTP/2 on such a connection (without it, it
+//! panics). This crate turns that feature on through its own dependency on hyper-util, and
+//! cargo unifies features, so a client declared with `features = ["client-legacy", "http1"]`
+//! still works. To speak HTTP/1.1 only, offer only it: a policy whose `alpn` is
+//! `AlpnOffer::Http11Only` ([`crate::FallbackPolicy`]).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use bytes::Bytes;
