@@ -36,16 +36,18 @@
 //! ([`RouteMemory::explore_one_in`]).
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, FxHasher, Instant, Phase};
+use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, Instant, Phase};
 
 use crate::{Address, Host};
 
+mod key;
 mod persist;
+
+use key::{OriginKey, OriginRef};
 
 pub use persist::{MAX_FILE_BYTES, PersistError};
 
@@ -374,28 +376,8 @@ impl MemoryView {
     }
 }
 
-/// The key of an origin in the store: a hash of its host and port. The full host is kept in
-/// the entry and compared, so a collision is a miss, never a mix-up.
-fn origin_hash(host: &Host, port: u16) -> u64 {
-    let mut h = FxHasher::default();
-    match host {
-        Host::Name(n) => {
-            h.write_u8(0);
-            h.write(n.as_bytes());
-        }
-        Host::Ip(ip) => {
-            h.write_u8(1);
-            ip.hash(&mut h);
-        }
-    }
-    h.write_u16(port);
-    h.finish()
-}
-
 #[derive(Clone, Debug)]
 struct OriginMemory {
-    host: Host,
-    port: u16,
     routes: Vec<(SocketAddr, RouteRecord)>,
     touched: Instant,
 }
@@ -404,7 +386,7 @@ struct OriginMemory {
 struct NetworkMemory {
     id: NetworkId,
     families: [FamilyRecord; 2],
-    origins: HashMap<u64, OriginMemory, FxBuildHasher>,
+    origins: HashMap<OriginKey, OriginMemory, FxBuildHasher>,
     routes: usize,
 }
 
@@ -424,15 +406,21 @@ impl NetworkMemory {
         self.origins.retain(|_, o| now - o.touched <= ttl);
         self.routes = self.origins.values().map(|o| o.routes.len()).sum();
         while self.routes >= config.max_routes && !self.origins.is_empty() {
-            let mut ages: Vec<(Instant, u64)> =
-                self.origins.iter().map(|(k, o)| (o.touched, *k)).collect();
+            // The `drop` least recently touched go: those before the cut, then as many at it.
+            let mut ages: Vec<Instant> = self.origins.values().map(|o| o.touched).collect();
             ages.sort_unstable();
             let drop = (ages.len() / 8).max(1);
-            for (_, k) in &ages[..drop] {
-                if let Some(o) = self.origins.remove(k) {
-                    self.routes -= o.routes.len();
+            let cut = ages[drop - 1];
+            let mut at_cut = drop - ages.iter().take_while(|t| **t < cut).count();
+            let routes = &mut self.routes;
+            self.origins.retain(|_, o| {
+                let goes = o.touched < cut || (o.touched == cut && at_cut > 0);
+                if goes {
+                    at_cut -= usize::from(o.touched == cut);
+                    *routes -= o.routes.len();
                 }
-            }
+                !goes
+            });
         }
     }
 }
@@ -532,10 +520,7 @@ impl RouteDatabase {
                 return;
             };
             view.families = net.families;
-            if let Some(o) = net.origins.get(&origin_hash(host, port))
-                && o.port == port
-                && o.host == *host
-            {
+            if let Some(o) = net.origins.get(&(host, port) as &dyn OriginRef) {
                 view.routes
                     .extend(o.routes.iter().filter(|(_, r)| r.fresh(now, ttl)));
             }
@@ -591,26 +576,22 @@ impl RouteDatabase {
                 }
                 return;
             }
-            let key = origin_hash(host, port);
-            if !net.origins.contains_key(&key) && net.routes >= config.max_routes {
+            let key = (host, port);
+            let known = net.origins.contains_key(&key as &dyn OriginRef);
+            if !known && net.routes >= config.max_routes {
                 net.evict(now, config);
             }
-            let origin = net.origins.entry(key).or_insert_with(|| OriginMemory {
-                host: host.clone(),
-                port,
-                routes: Vec::new(),
-                touched: now,
-            });
-            if origin.host != *host || origin.port != port {
-                // A hash collision: the newer origin takes the slot.
-                net.routes -= origin.routes.len();
-                *origin = OriginMemory {
-                    host: host.clone(),
-                    port,
+            if !known {
+                // The one copy of the host: a new origin's entry.
+                let fresh = OriginMemory {
                     routes: Vec::new(),
                     touched: now,
                 };
+                net.origins.insert(OriginKey::new(host, port), fresh);
             }
+            let Some(origin) = net.origins.get_mut(&key as &dyn OriginRef) else {
+                return;
+            };
             for lesson in lessons {
                 learn_family(&mut net.families, &lesson);
                 origin.touched = origin.touched.max(lesson.at);
