@@ -382,6 +382,32 @@ struct OriginMemory {
     touched: Instant,
 }
 
+impl OriginMemory {
+    /// Applies `lessons` to this origin's routes and to the network's `families`, keeping the
+    /// network's route count.
+    fn learn(
+        &mut self,
+        families: &mut [FamilyRecord; 2],
+        count: &mut usize,
+        lessons: impl Iterator<Item = Lesson>,
+    ) {
+        for lesson in lessons {
+            learn_family(families, &lesson);
+            self.touched = self.touched.max(lesson.at);
+            match self.routes.iter().position(|(t, _)| *t == lesson.target) {
+                Some(i) => self.routes[i].1.learn(lesson.kind, lesson.at),
+                None if self.routes.len() < MAX_ROUTES_PER_ORIGIN => {
+                    let mut r = RouteRecord::default();
+                    r.learn(lesson.kind, lesson.at);
+                    self.routes.push((lesson.target, r));
+                    *count += 1;
+                }
+                None => {}
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct NetworkMemory {
     id: NetworkId,
@@ -398,6 +424,32 @@ impl NetworkMemory {
             origins: HashMap::default(),
             routes: 0,
         }
+    }
+
+    /// Applies `lessons` about the origin `host`:`port`, making its entry if it is new (after
+    /// eviction if the network is full): one lookup for a known origin, and a copy of the host
+    /// only for a new one.
+    fn learn_origin(
+        &mut self,
+        host: &Host,
+        port: u16,
+        lessons: impl Iterator<Item = Lesson>,
+        now: Instant,
+        config: RouteMemory,
+    ) {
+        if let Some(origin) = self.origins.get_mut(&(host, port) as &dyn OriginRef) {
+            origin.learn(&mut self.families, &mut self.routes, lessons);
+            return;
+        }
+        if self.routes >= config.max_routes {
+            self.evict(now, config);
+        }
+        let mut fresh = OriginMemory {
+            routes: Vec::new(),
+            touched: now,
+        };
+        fresh.learn(&mut self.families, &mut self.routes, lessons);
+        self.origins.insert(OriginKey::new(host, port), fresh);
     }
 
     /// Drops expired origins, then the least recently touched eighth while over `max_routes`.
@@ -576,37 +628,7 @@ impl RouteDatabase {
                 }
                 return;
             }
-            let key = (host, port);
-            let known = net.origins.contains_key(&key as &dyn OriginRef);
-            if !known && net.routes >= config.max_routes {
-                net.evict(now, config);
-            }
-            if !known {
-                // The one copy of the host: a new origin's entry.
-                let fresh = OriginMemory {
-                    routes: Vec::new(),
-                    touched: now,
-                };
-                net.origins.insert(OriginKey::new(host, port), fresh);
-            }
-            let Some(origin) = net.origins.get_mut(&key as &dyn OriginRef) else {
-                return;
-            };
-            for lesson in lessons {
-                learn_family(&mut net.families, &lesson);
-                origin.touched = origin.touched.max(lesson.at);
-                let known = origin.routes.iter().position(|(t, _)| *t == lesson.target);
-                match known {
-                    Some(i) => origin.routes[i].1.learn(lesson.kind, lesson.at),
-                    None if origin.routes.len() < MAX_ROUTES_PER_ORIGIN => {
-                        let mut r = RouteRecord::default();
-                        r.learn(lesson.kind, lesson.at);
-                        origin.routes.push((lesson.target, r));
-                        net.routes += 1;
-                    }
-                    None => {}
-                }
-            }
+            net.learn_origin(host, port, lessons, now, config);
         });
         true
     }
