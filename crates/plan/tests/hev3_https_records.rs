@@ -807,3 +807,39 @@ fn over_protected_dns_the_client_hello_waits_for_the_https_answer_past_the_https
     assert_eq!(run.won(), one(V6A, 430));
     assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
 }
+
+#[test]
+fn a_target_name_s_nodata_aaaa_counts_as_the_preferred_family_s_answer() {
+    // R-08 set 1 (HEv3 §4.2): "an answer (positive or negative) ... to the query for the
+    // TargetName of a compatible ServiceMode record". The service's TargetName has no AAAA
+    // (NODATA at 20) and an A at 20; the origin's own queries answer late. The race starts
+    // the service's IPv4 address at 20, not at the Resolution Delay (70).
+    let svc = HttpsRecord {
+        priority: 1,
+        target: "svc.example".into(),
+        alpn: vec![Alpn::H2],
+        ..Default::default()
+    };
+    let run = Scenario::https()
+        .https_rr(10, vec![svc.clone()])
+        .aaaa_for("svc.example", 20, &[])
+        .a_for("svc.example", 20, &[SVC_A4])
+        .aaaa(200, &[V6A])
+        .a(200, &[V4A])
+        .ok(SVC_A4, 10)
+        .run();
+    assert_eq!(run.starts(), at(&[(SVC_A4, 20)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(SVC_A4, 30));
+    // The NODATA arriving inside the Resolution Delay that the A at 20 started ends it on
+    // arrival (R-11), at 35.
+    let run = Scenario::https()
+        .https_rr(10, vec![svc])
+        .aaaa_for("svc.example", 35, &[])
+        .a_for("svc.example", 20, &[SVC_A4])
+        .aaaa(200, &[V6A])
+        .a(200, &[V4A])
+        .ok(SVC_A4, 10)
+        .run();
+    assert_eq!(run.starts(), at(&[(SVC_A4, 35)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(SVC_A4, 45));
+}

@@ -821,13 +821,21 @@ impl Resolution {
         } else {
             QueryKind::A
         };
-        // Condition set 1 of HEv3 §4.2: the origin's preferred-family query has answered, or
-        // a positive answer or hint for that family came for a service (reference profile).
+        // Condition set 1 of HEv3 §4.2: the origin's preferred-family query has
+        // answered; or the query of a compatible service's TargetName has, positively or
+        // negatively (NODATA is an answer too); or a hint for that family came for a service
+        // (reference profile P10); or an alias target answered it positively.
+        let answered = |n: usize| {
+            matches!(
+                self.names[n].state[idx(pref_kind)],
+                QueryState::Answered { .. }
+            )
+        };
         let pref_answered = !matches!(self.names[0].state[idx(pref_kind)], QueryState::Pending)
             || self
                 .services
                 .iter()
-                .any(|s| s.hints.iter().any(|ip| Family::of(*ip) == pref))
+                .any(|s| answered(s.name) || s.hints.iter().any(|ip| Family::of(*ip) == pref))
             || self.names.targets.iter().any(|s| {
                 matches!(
                     s.state[idx(pref_kind)],
