@@ -1396,6 +1396,7 @@ fn tls_follow_up(
         })),
         hold_tls: false,
         attempt: plan.attempt + 1,
+        without_svcb: plan.without_svcb,
     })
 }
 

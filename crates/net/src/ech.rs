@@ -165,6 +165,7 @@ pub(crate) fn follow_up(plan: &ConnectPlan, error: &AttemptError) -> Option<Conn
         })),
         hold_tls: false,
         attempt: plan.attempt + 1,
+        without_svcb: plan.without_svcb,
     })
 }
 

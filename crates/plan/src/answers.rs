@@ -145,6 +145,7 @@ impl Answers {
                 port: None,
                 group: 0,
                 ech: None,
+                without_svcb: false,
             }),
             Self::Resolved(r) => r.for_each_candidate(f),
         }

@@ -184,6 +184,8 @@ struct Endpoint {
     tried: bool,
     /// The service priority group ([`fastfallback_route::Candidate::group`]).
     group: u16,
+    /// Whether it is a fallback without SVCB ([`fastfallback_route::Candidate::without_svcb`]).
+    without_svcb: bool,
     /// Which TLS step its attempts take: 0 the race's own, `n` the `n`-th of
     /// `FastFallbackExchangeFinder::ech_steps` (its service's ECH configuration).
     tls_variant: u16,
@@ -1032,6 +1034,7 @@ impl FastFallbackExchangeFinder {
                     changed |= e.group != c.group;
                     e.group = c.group;
                     e.tls_variant = variant;
+                    e.without_svcb = c.without_svcb;
                     e.listed = true;
                 }
                 None => {
@@ -1041,6 +1044,7 @@ impl FastFallbackExchangeFinder {
                         source: source_of(sources, c.ip),
                         tried: false,
                         group: c.group,
+                        without_svcb: c.without_svcb,
                         tls_variant: variant,
                         listed: true,
                     });
@@ -1198,7 +1202,9 @@ impl FastFallbackExchangeFinder {
                     proxy: self.address.proxy_shared().cloned(),
                 };
                 let variant = e.tls_variant;
+                let without_svcb = e.without_svcb;
                 let mut plan = ConnectPlan::new(route, self.tls_for(variant));
+                plan.without_svcb = without_svcb;
                 // No ClientHello before SVCB resolution has finished (draft-ietf-tls-esni;
                 // HEv3 §6.1 R-34): TCP may go ahead, TLS waits for the HTTPS answer.
                 plan.hold_tls = plan.tls.is_some() && self.resolution.holds_tls();

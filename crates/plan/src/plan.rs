@@ -50,6 +50,7 @@ pub struct TlsStep {
 ///     })),
 ///     attempt: 0,
 ///     hold_tls: false,
+///     without_svcb: false,
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
 /// assert_eq!(plan.retry().attempt, 0);
@@ -71,6 +72,11 @@ pub struct ConnectPlan {
     ///
     /// [`Output::ResumeAttempt`]: fastfallback_proto::Output::ResumeAttempt
     pub hold_tls: bool,
+    /// Whether the attempt connects without SVCB: to the origin's own address on its own
+    /// port, listed after the endpoints of the HTTPS records the race received, for when they
+    /// all fail (RFC 9460 §3; [`fastfallback_route::Candidate::without_svcb`]). Shown in the
+    /// plan's text.
+    pub without_svcb: bool,
 }
 
 impl ConnectPlan {
@@ -89,6 +95,7 @@ impl ConnectPlan {
             tls,
             attempt: 0,
             hold_tls: false,
+            without_svcb: false,
         }
     }
 }
@@ -96,6 +103,9 @@ impl ConnectPlan {
 impl fmt::Display for ConnectPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "tcp {}", self.route)?;
+        if self.without_svcb {
+            f.write_str(" (without SVCB)")?;
+        }
         if self.tunnel {
             f.write_str(" → tunnel")?;
         }

@@ -807,3 +807,104 @@ fn over_protected_dns_the_client_hello_waits_for_the_https_answer_past_the_https
     assert_eq!(run.won(), one(V6A, 430));
     assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
 }
+
+#[test]
+fn a_target_name_s_nodata_aaaa_counts_as_the_preferred_family_s_answer() {
+    // R-08 set 1 (HEv3 §4.2): "an answer (positive or negative) ... to the query for the
+    // TargetName of a compatible ServiceMode record". The service's TargetName has no AAAA
+    // (NODATA at 20) and an A at 20; the origin's own queries answer late. The race starts
+    // the service's IPv4 address at 20, not at the Resolution Delay (70).
+    let svc = HttpsRecord {
+        priority: 1,
+        target: "svc.example".into(),
+        alpn: vec![Alpn::H2],
+        ..Default::default()
+    };
+    let run = Scenario::https()
+        .https_rr(10, vec![svc.clone()])
+        .aaaa_for("svc.example", 20, &[])
+        .a_for("svc.example", 20, &[SVC_A4])
+        .aaaa(200, &[V6A])
+        .a(200, &[V4A])
+        .ok(SVC_A4, 10)
+        .run();
+    assert_eq!(run.starts(), at(&[(SVC_A4, 20)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(SVC_A4, 30));
+    // The NODATA arriving inside the Resolution Delay that the A at 20 started ends it on
+    // arrival (R-11), at 35.
+    let run = Scenario::https()
+        .https_rr(10, vec![svc])
+        .aaaa_for("svc.example", 35, &[])
+        .a_for("svc.example", 20, &[SVC_A4])
+        .aaaa(200, &[V6A])
+        .a(200, &[V4A])
+        .ok(SVC_A4, 10)
+        .run();
+    assert_eq!(run.starts(), at(&[(SVC_A4, 35)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(SVC_A4, 45));
+}
+
+#[test]
+fn when_every_svcb_endpoint_fails_the_origin_is_tried_on_its_own_port() {
+    // RFC 9460 §3 (S-07): "if ... connecting using this list of endpoints fails, the client
+    // now attempts to use non-SVCB connection modes". The only record is `1 . port=8443`: the
+    // owner's addresses on 8443. Both refuse (the first behaviour of each address); the race
+    // then connects to the origin's own addresses on its own port, 443, without SVCB.
+    let mut svc = rr(&[Alpn::H2]);
+    svc.port = Some(8443);
+    let run = Scenario::https()
+        .https_rr(10, vec![svc.clone()])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .refuse(V6A, 5)
+        .ok(V6A, 10)
+        .refuse(V4A, 5)
+        .ok(V4A, 10)
+        .run();
+    let expected = [
+        ("[2001:db8::a]:8443".parse().unwrap(), 10),
+        ("192.0.2.1:8443".parse().unwrap(), 15),
+        ("[2001:db8::a]:443".parse().unwrap(), 20),
+    ];
+    assert_eq!(run.start_targets(), expected, "{}", run.timeline());
+    assert_eq!(run.won(), one(V6A, 30));
+    let fallback: Vec<bool> = run.attempts.iter().map(|a| a.plan.without_svcb).collect();
+    assert_eq!(fallback, [false, false, true]);
+    assert_eq!(
+        run.attempts[2].plan.to_string(),
+        "tcp [2001:db8::a]:443 (without SVCB) → tls example.com [h2, http/1.1]"
+    );
+
+    // A "." record on the origin's own port lists the same endpoints: each is tried once, so
+    // the race fails when both refuse.
+    let run = Scenario::https()
+        .https_rr(10, vec![rr(&[Alpn::H2])])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .refuse(V6A, 5)
+        .refuse(V4A, 5)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 10), (V4A, 15)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.failed().map(|(_, t)| t), Some(20));
+
+    // RFC 9848, "Disabling fallback" (E-01): when every record carries `ech`, the client is
+    // SVCB-reliant and never connects without it.
+    svc.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let run = Scenario::https()
+        .https_rr(10, vec![svc])
+        .aaaa(10, &[V6A])
+        .a(10, &[V4A])
+        .refuse(V6A, 5)
+        .ok(V6A, 10)
+        .refuse(V4A, 5)
+        .ok(V4A, 10)
+        .run();
+    let ports: Vec<u16> = run.start_targets().iter().map(|(a, _)| a.port()).collect();
+    assert_eq!(ports, [8443, 8443], "{}", run.timeline());
+    assert_eq!(run.failed().map(|(_, t)| t), Some(20));
+}

@@ -155,9 +155,13 @@ pub struct Candidate<'a> {
     /// The port the service names, if it names one (RFC 9460 §7.2).
     pub port: Option<u16>,
     /// The priority group: services in the order their records are tried (RFC 9460 §2.4.1,
-    /// HEv3 §4.3), and the origin's own addresses last when no `"."` record covers them.
-    /// Lower goes first.
+    /// HEv3 §4.3), then the origin's own addresses on its own port. Lower goes first.
     pub group: u16,
+    /// Whether this is the origin's own address on its own port, listed after every
+    /// compatible service's endpoints so that the race connects without SVCB when they all
+    /// fail (RFC 9460 §3: "the client now attempts to use non-SVCB connection modes"). False
+    /// when no compatible HTTPS record came (then nothing is a fallback).
+    pub without_svcb: bool,
     /// The service's ECH configuration, if it has one (draft-ietf-tls-svcb-ech §4).
     pub ech: Option<&'a Arc<[u8]>>,
 }
@@ -821,13 +825,21 @@ impl Resolution {
         } else {
             QueryKind::A
         };
-        // Condition set 1 of HEv3 §4.2: the origin's preferred-family query has answered, or
-        // a positive answer or hint for that family came for a service (reference profile).
+        // Condition set 1 of HEv3 §4.2 (R-08): the origin's preferred-family query has
+        // answered; or the query of a compatible service's TargetName has, positively or
+        // negatively (NODATA is an answer too); or a hint for that family came for a service
+        // (reference profile P10); or an alias target answered it positively.
+        let answered = |n: usize| {
+            matches!(
+                self.names[n].state[idx(pref_kind)],
+                QueryState::Answered { .. }
+            )
+        };
         let pref_answered = !matches!(self.names[0].state[idx(pref_kind)], QueryState::Pending)
             || self
                 .services
                 .iter()
-                .any(|s| s.hints.iter().any(|ip| Family::of(*ip) == pref))
+                .any(|s| answered(s.name) || s.hints.iter().any(|ip| Family::of(*ip) == pref))
             || self.names.targets.iter().any(|s| {
                 matches!(
                     s.state[idx(pref_kind)],
@@ -877,7 +889,9 @@ impl Resolution {
     }
 
     /// Calls `f` with every candidate, group by group: each compatible service's addresses
-    /// in record order, then the origin's own addresses if no `"."` record took them. Per name
+    /// in record order, then the origin's own addresses on its own port (RFC 9460 §3: the
+    /// connection without SVCB when every service's endpoints fail; none when the client is
+    /// SVCB-reliant, [`Self::svcb_reliant`]). Per name
     /// and family, the real answer if one arrived, else the service's hints (HEv3 §7: real
     /// records replace hints); IPv6 first, then IPv4. A candidate may come twice (the caller
     /// de-duplicates, keeping the first).
@@ -904,17 +918,25 @@ impl Resolution {
                     port: s.info.port,
                     group,
                     ech: s.info.ech.as_ref(),
+                    without_svcb: false,
                 })
             });
             group = group.saturating_add(1);
         }
-        if !self.services.iter().any(|s| s.name == 0) && !self.svcb_reliant() {
+        // RFC 9460 §3 (S-07): the origin's own addresses on its own port come last, even when
+        // a "." record listed them already (maybe on another port: the race tries an address
+        // and port once, in its first group). Not when every service carries ECH: then the
+        // client is SVCB-reliant and never connects without it (RFC 9848, "Disabling
+        // fallback", E-01).
+        if !self.svcb_reliant() {
+            let without_svcb = !self.services.is_empty();
             self.visit_name(&self.names[0], &[], keep_hints, |ip| {
                 f(Candidate {
                     ip,
                     port: None,
                     group,
                     ech: None,
+                    without_svcb,
                 })
             });
         }

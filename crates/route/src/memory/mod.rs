@@ -36,16 +36,18 @@
 //! ([`RouteMemory::explore_one_in`]).
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, FxHasher, Instant, Phase};
+use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, Instant, Phase};
 
 use crate::{Address, Host};
 
+mod key;
 mod persist;
+
+use key::{OriginKey, OriginRef};
 
 pub use persist::{MAX_FILE_BYTES, PersistError};
 
@@ -374,37 +376,43 @@ impl MemoryView {
     }
 }
 
-/// The key of an origin in the store: a hash of its host and port. The full host is kept in
-/// the entry and compared, so a collision is a miss, never a mix-up.
-fn origin_hash(host: &Host, port: u16) -> u64 {
-    let mut h = FxHasher::default();
-    match host {
-        Host::Name(n) => {
-            h.write_u8(0);
-            h.write(n.as_bytes());
-        }
-        Host::Ip(ip) => {
-            h.write_u8(1);
-            ip.hash(&mut h);
-        }
-    }
-    h.write_u16(port);
-    h.finish()
-}
-
 #[derive(Clone, Debug)]
 struct OriginMemory {
-    host: Host,
-    port: u16,
     routes: Vec<(SocketAddr, RouteRecord)>,
     touched: Instant,
+}
+
+impl OriginMemory {
+    /// Applies `lessons` to this origin's routes and to the network's `families`, keeping the
+    /// network's route count.
+    fn learn(
+        &mut self,
+        families: &mut [FamilyRecord; 2],
+        count: &mut usize,
+        lessons: impl Iterator<Item = Lesson>,
+    ) {
+        for lesson in lessons {
+            learn_family(families, &lesson);
+            self.touched = self.touched.max(lesson.at);
+            match self.routes.iter().position(|(t, _)| *t == lesson.target) {
+                Some(i) => self.routes[i].1.learn(lesson.kind, lesson.at),
+                None if self.routes.len() < MAX_ROUTES_PER_ORIGIN => {
+                    let mut r = RouteRecord::default();
+                    r.learn(lesson.kind, lesson.at);
+                    self.routes.push((lesson.target, r));
+                    *count += 1;
+                }
+                None => {}
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 struct NetworkMemory {
     id: NetworkId,
     families: [FamilyRecord; 2],
-    origins: HashMap<u64, OriginMemory, FxBuildHasher>,
+    origins: HashMap<OriginKey, OriginMemory, FxBuildHasher>,
     routes: usize,
 }
 
@@ -418,21 +426,53 @@ impl NetworkMemory {
         }
     }
 
+    /// Applies `lessons` about the origin `host`:`port`, making its entry if it is new (after
+    /// eviction if the network is full): one lookup for a known origin, and a copy of the host
+    /// only for a new one.
+    fn learn_origin(
+        &mut self,
+        host: &Host,
+        port: u16,
+        lessons: impl Iterator<Item = Lesson>,
+        now: Instant,
+        config: RouteMemory,
+    ) {
+        if let Some(origin) = self.origins.get_mut(&(host, port) as &dyn OriginRef) {
+            origin.learn(&mut self.families, &mut self.routes, lessons);
+            return;
+        }
+        if self.routes >= config.max_routes {
+            self.evict(now, config);
+        }
+        let mut fresh = OriginMemory {
+            routes: Vec::new(),
+            touched: now,
+        };
+        fresh.learn(&mut self.families, &mut self.routes, lessons);
+        self.origins.insert(OriginKey::new(host, port), fresh);
+    }
+
     /// Drops expired origins, then the least recently touched eighth while over `max_routes`.
     fn evict(&mut self, now: Instant, config: RouteMemory) {
         let ttl = config.ttl;
         self.origins.retain(|_, o| now - o.touched <= ttl);
         self.routes = self.origins.values().map(|o| o.routes.len()).sum();
         while self.routes >= config.max_routes && !self.origins.is_empty() {
-            let mut ages: Vec<(Instant, u64)> =
-                self.origins.iter().map(|(k, o)| (o.touched, *k)).collect();
+            // The `drop` least recently touched go: those before the cut, then as many at it.
+            let mut ages: Vec<Instant> = self.origins.values().map(|o| o.touched).collect();
             ages.sort_unstable();
             let drop = (ages.len() / 8).max(1);
-            for (_, k) in &ages[..drop] {
-                if let Some(o) = self.origins.remove(k) {
-                    self.routes -= o.routes.len();
+            let cut = ages[drop - 1];
+            let mut at_cut = drop - ages.iter().take_while(|t| **t < cut).count();
+            let routes = &mut self.routes;
+            self.origins.retain(|_, o| {
+                let goes = o.touched < cut || (o.touched == cut && at_cut > 0);
+                if goes {
+                    at_cut -= usize::from(o.touched == cut);
+                    *routes -= o.routes.len();
                 }
-            }
+                !goes
+            });
         }
     }
 }
@@ -532,10 +572,7 @@ impl RouteDatabase {
                 return;
             };
             view.families = net.families;
-            if let Some(o) = net.origins.get(&origin_hash(host, port))
-                && o.port == port
-                && o.host == *host
-            {
+            if let Some(o) = net.origins.get(&(host, port) as &dyn OriginRef) {
                 view.routes
                     .extend(o.routes.iter().filter(|(_, r)| r.fresh(now, ttl)));
             }
@@ -591,41 +628,7 @@ impl RouteDatabase {
                 }
                 return;
             }
-            let key = origin_hash(host, port);
-            if !net.origins.contains_key(&key) && net.routes >= config.max_routes {
-                net.evict(now, config);
-            }
-            let origin = net.origins.entry(key).or_insert_with(|| OriginMemory {
-                host: host.clone(),
-                port,
-                routes: Vec::new(),
-                touched: now,
-            });
-            if origin.host != *host || origin.port != port {
-                // A hash collision: the newer origin takes the slot.
-                net.routes -= origin.routes.len();
-                *origin = OriginMemory {
-                    host: host.clone(),
-                    port,
-                    routes: Vec::new(),
-                    touched: now,
-                };
-            }
-            for lesson in lessons {
-                learn_family(&mut net.families, &lesson);
-                origin.touched = origin.touched.max(lesson.at);
-                let known = origin.routes.iter().position(|(t, _)| *t == lesson.target);
-                match known {
-                    Some(i) => origin.routes[i].1.learn(lesson.kind, lesson.at),
-                    None if origin.routes.len() < MAX_ROUTES_PER_ORIGIN => {
-                        let mut r = RouteRecord::default();
-                        r.learn(lesson.kind, lesson.at);
-                        origin.routes.push((lesson.target, r));
-                        net.routes += 1;
-                    }
-                    None => {}
-                }
-            }
+            net.learn_origin(host, port, lessons, now, config);
         });
         true
     }

@@ -27,8 +27,8 @@ use std::time::Duration;
 use fastfallback_proto::Instant;
 
 use super::{
-    FamilyRecord, Inner, MAX_NETWORKS, MAX_ROUTES_PER_ORIGIN, NetworkId, NetworkMemory,
-    OriginMemory, RouteMemory, RouteRecord, Rtt, origin_hash,
+    FamilyRecord, Inner, MAX_NETWORKS, MAX_ROUTES_PER_ORIGIN, NetworkId, NetworkMemory, OriginKey,
+    OriginMemory, RouteMemory, RouteRecord, Rtt,
 };
 use crate::Host;
 
@@ -148,9 +148,9 @@ fn put_host(out: &mut Vec<u8>, host: &Host) {
     }
 }
 
-fn put_origin(out: &mut Vec<u8>, o: &OriginMemory, now: Instant) {
-    put_host(out, &o.host);
-    out.extend_from_slice(&o.port.to_le_bytes());
+fn put_origin(out: &mut Vec<u8>, key: &OriginKey, o: &OriginMemory, now: Instant) {
+    put_host(out, &key.host);
+    out.extend_from_slice(&key.port.to_le_bytes());
     out.extend_from_slice(&age_ms(now, o.touched).to_le_bytes());
     let routes = &o.routes[..o.routes.len().min(usize::from(u8::MAX))];
     out.push(routes.len() as u8);
@@ -182,9 +182,9 @@ pub(super) fn encode(inner: &Inner, now: Instant, wall_secs: u64) -> Vec<u8> {
         out.extend_from_slice(&0u16.to_le_bytes());
         let mut count: u16 = 0;
         let mut origin = Vec::with_capacity(64);
-        for o in n.origins.values() {
+        for (key, o) in &n.origins {
             origin.clear();
-            put_origin(&mut origin, o, now);
+            put_origin(&mut origin, key, o, now);
             if count == u16::MAX || out.len() + origin.len() > budget {
                 break;
             }
@@ -387,16 +387,11 @@ pub(super) fn decode(
                 continue;
             }
             net.routes += routes.len();
-            let key = origin_hash(&host, port);
-            net.origins.insert(
-                key,
-                OriginMemory {
-                    host,
-                    port,
-                    routes,
-                    touched,
-                },
-            );
+            let key = OriginKey { host, port };
+            // A file naming an origin twice keeps the later entry, counted once.
+            if let Some(earlier) = net.origins.insert(key, OriginMemory { routes, touched }) {
+                net.routes -= earlier.routes.len();
+            }
         }
         if inner.networks.len() < MAX_NETWORKS && !inner.networks.iter().any(|n| n.id == id) {
             inner.networks.push(net);
@@ -470,6 +465,31 @@ mod tests {
         );
         assert!(view.family_is_worse(fastfallback_proto::Family::V6, ms(100), now));
         assert!(fresh.view(NetworkId(8), &origin, now).is_empty());
+    }
+
+    #[test]
+    fn a_file_naming_an_origin_twice_counts_its_routes_once() {
+        let (db, origin) = filled();
+        let now = Instant::from_millis(101_000);
+        let bytes = db.encode(now, 1_000_000);
+        // One network, one origin: the origin count sits after the header (14 bytes), the
+        // network id (8) and the two family records (24); the origin runs to the checksum.
+        assert_eq!(&bytes[46..48], &1u16.to_le_bytes());
+        let record = &bytes[48..bytes.len() - 4];
+        let mut twice = bytes[..46].to_vec();
+        twice.extend_from_slice(&2u16.to_le_bytes());
+        twice.extend_from_slice(record);
+        twice.extend_from_slice(record);
+        let sum = fnv1a(&twice);
+        twice.extend_from_slice(&sum.to_le_bytes());
+        let read = RouteDatabase::new(RouteMemory::default());
+        read.decode_into(&twice, now, 1_000_000).unwrap();
+        assert_eq!(read.len(NetworkId(7)), 2, "two routes, not four");
+        let v4 = "192.0.2.1:443".parse().unwrap();
+        assert_eq!(
+            read.view(NetworkId(7), &origin, now).srtt(v4, now),
+            Some(ms(20))
+        );
     }
 
     #[test]
