@@ -240,13 +240,31 @@ pub struct RaceError {
 }
 
 impl RaceError {
-    /// The most informative attempt failure: the highest
-    /// [`AttemptErrorKind::informativeness`], ties broken by start order. Deterministic.
+    /// The most informative attempt failure: the attempt that got furthest (a failure in TLS
+    /// over one in a proxy tunnel over one in TCP, so an IPv4 attempt that stalled in TLS
+    /// tells more than an IPv6 one refused at the SYN), then the highest
+    /// [`AttemptErrorKind::informativeness`], ties broken by start order; an attempt the race
+    /// cancelled comes last, however far it got. Deterministic.
     pub fn primary(&self) -> Option<&AttemptFailure> {
+        fn reach(phase: Phase) -> u8 {
+            match phase {
+                Phase::Tcp => 0,
+                Phase::Tunnel => 1,
+                Phase::Tls => 2,
+            }
+        }
         self.attempts
             .iter()
             .enumerate()
-            .max_by_key(|(i, a)| (a.error.kind.informativeness(), std::cmp::Reverse(*i)))
+            .max_by_key(|(i, a)| {
+                let kind = a.error.kind;
+                (
+                    kind != AttemptErrorKind::Cancelled,
+                    reach(a.error.phase),
+                    kind.informativeness(),
+                    std::cmp::Reverse(*i),
+                )
+            })
             .map(|(_, a)| a)
     }
 }
@@ -306,5 +324,55 @@ impl From<RaceError> for std::io::Error {
             },
         };
         Self::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(id: u32, kind: AttemptErrorKind, phase: Phase) -> AttemptFailure {
+        AttemptFailure {
+            id: id_of(id),
+            addr: SocketAddr::from(([127, 0, 0, 1], 443)),
+            started: Instant::ZERO,
+            elapsed: Duration::ZERO,
+            error: AttemptError::new(kind, phase, ""),
+        }
+    }
+
+    fn id_of(n: u32) -> AttemptId {
+        (1..n).fold(AttemptId::FIRST, |id, _| id.next().unwrap())
+    }
+
+    fn race(attempts: Vec<AttemptFailure>) -> RaceError {
+        RaceError {
+            kind: RaceErrorKind::AllAttemptsFailed,
+            attempts,
+            dns: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_most_telling_cause_is_the_attempt_that_got_furthest() {
+        // IPv6 refused at the SYN; IPv4 connected and then timed out in TLS.
+        let err = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::TimedOut, Phase::Tls),
+        ]);
+        assert_eq!(err.primary().unwrap().id, id_of(2));
+        let tunnel = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::Refused, Phase::Tunnel),
+        ]);
+        assert_eq!(tunnel.primary().unwrap().id, id_of(2));
+        // A cancelled attempt tells nothing, however far it got.
+        let err = race(vec![
+            failure(1, AttemptErrorKind::Cancelled, Phase::Tls),
+            failure(2, AttemptErrorKind::Unreachable, Phase::Tcp),
+            failure(3, AttemptErrorKind::Refused, Phase::Tcp),
+        ]);
+        assert_eq!(err.primary().unwrap().id, id_of(3));
     }
 }
