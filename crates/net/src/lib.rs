@@ -45,6 +45,7 @@ mod ech;
 mod events;
 #[cfg(feature = "http")]
 mod hyper_connector;
+mod memory_file;
 #[cfg(feature = "http")]
 mod pool;
 mod proxy;
