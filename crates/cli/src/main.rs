@@ -64,6 +64,7 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    setup::install_logging();
     let checked = match &cli.command {
         Command::Connect(args) => args.connector().check(),
         Command::Get(args) => args.connector().check(),

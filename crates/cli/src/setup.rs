@@ -151,6 +151,30 @@ fn roots_from(path: &std::path::Path) -> Result<RootCertStore, SetupError> {
     Ok(roots)
 }
 
+/// Sends the library's log to stderr: warnings and errors unless `RUST_LOG` says otherwise
+/// (`RUST_LOG=debug`, `RUST_LOG=fastfallback_net=trace,warn`). A `RUST_LOG` that does not parse
+/// is reported and the default kept.
+pub(crate) fn install_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let default = || Targets::new().with_default(LevelFilter::WARN);
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => value.parse().unwrap_or_else(|e| {
+            anstream::eprintln!("fastfallback: ignoring RUST_LOG: {e}");
+            default()
+        }),
+        _ => default(),
+    };
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false);
+    tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .init();
+}
+
 /// A runtime for one command.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, SetupError> {
     tokio::runtime::Builder::new_current_thread()

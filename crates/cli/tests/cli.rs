@@ -318,3 +318,113 @@ fn connect_through_an_http_proxy_shows_it_in_the_waterfall_and_hides_the_passwor
     assert_eq!(bad.status.code(), Some(2));
     assert!(!stderr(&bad).contains("hunter2"), "{}", stderr(&bad));
 }
+
+/// Runs the binary like [`fastfallback`], killing it if it has not ended within `limit`.
+fn fastfallback_within(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "fastfallback {args:?} still running after {limit:?}\n{}",
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A fresh directory for one test, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("fastfallback-cli-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn join(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+#[test]
+fn an_unusable_memory_path_exits_3_naming_it() {
+    let dir = TempDir::new("memory-unusable");
+    let addr = accepting_server().to_string();
+    let missing = dir.join("no-such-dir/routes");
+    let fifo = dir.join("routes.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for path in [&missing, &fifo, &dir.join("")] {
+        let out = fastfallback_within(&["connect", &addr, "--memory", path], LIMIT);
+        assert_eq!(out.status.code(), Some(3), "{path}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(path.trim_end_matches('/')), "{err}");
+        assert!(
+            err.contains("cannot save route memory there") || err.contains("not a regular file"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_garbage_memory_file_is_warned_about_on_stderr() {
+    let dir = TempDir::new("memory-garbage");
+    let file = dir.join("routes");
+    std::fs::write(&file, b"this is not route memory").unwrap();
+    let addr = accepting_server().to_string();
+    let out = fastfallback_within(&["connect", &addr, "--memory", &file], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("WARN")
+            && err.contains("ignoring the route-memory file")
+            && err.contains(&file),
+        "{err}"
+    );
+}
+
+#[test]
+fn rust_log_turns_the_library_log_up() {
+    let addr = accepting_server().to_string();
+    let quiet = fastfallback_within(&["connect", &addr], LIMIT);
+    assert_eq!(quiet.status.code(), Some(0), "{}", stderr(&quiet));
+    assert!(!stderr(&quiet).contains("DEBUG"), "{}", stderr(&quiet));
+    let out = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args(["connect", &addr])
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("DEBUG") || err.contains("TRACE"), "{err}");
+}
