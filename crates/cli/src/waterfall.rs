@@ -229,6 +229,7 @@ mod tests {
                     answer: Some(AnswerReport::Addresses(vec![
                         "2001:db8::a".parse().unwrap(),
                     ])),
+                    unlisted: 0,
                 },
                 QueryReport {
                     kind: QueryKind::A,
@@ -236,6 +237,7 @@ mod tests {
                     sent: ms(0),
                     answered: None,
                     answer: None,
+                    unlisted: 0,
                 },
             ],
             attempts: vec![

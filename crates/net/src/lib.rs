@@ -66,7 +66,8 @@ pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
 };
 pub use report::{
-    AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, QueryReport, RaceReport,
+    AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,
+    QueryReport, RaceReport,
 };
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;

@@ -235,9 +235,16 @@ pub struct RaceError {
     /// Every DNS query that failed or came back empty, in the order the answers arrived.
     pub dns: Vec<(Query, Option<DnsError>)>,
     /// Addresses that were skipped before any attempt, with the reason (for example a multicast
-    /// address in an AAAA answer).
+    /// address in an AAAA answer): the first few only, so an answer of 100 000 addresses does
+    /// not make an error of megabytes.
     pub skipped: Vec<(String, String)>,
+    /// How many more were skipped than `skipped` lists (a `u32`, which fits where the race's
+    /// output queue had padding: the finder's size counts).
+    pub skipped_more: u32,
 }
+
+/// The most attempts [`RaceError`]'s text lists one by one; it counts the rest.
+pub const MAX_ATTEMPTS_LISTED: usize = 16;
 
 impl RaceError {
     /// The most informative attempt failure: the attempt that got furthest (a failure in TLS
@@ -281,8 +288,13 @@ impl fmt::Display for RaceError {
         }
         if !self.attempts.is_empty() {
             write!(f, " ({} attempts:", self.attempts.len())?;
-            for a in &self.attempts {
+            for a in self.attempts.iter().take(MAX_ATTEMPTS_LISTED) {
                 write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+            }
+            if let Some(more) = self.attempts.len().checked_sub(MAX_ATTEMPTS_LISTED)
+                && more > 0
+            {
+                write!(f, " and {more} more")?;
             }
             f.write_str(")")?;
         }
@@ -294,6 +306,9 @@ impl fmt::Display for RaceError {
         }
         for (addr, why) in &self.skipped {
             write!(f, "; skipped {addr}: {why}")?;
+        }
+        if self.skipped_more > 0 {
+            write!(f, "; and {} more skipped", self.skipped_more)?;
         }
         Ok(())
     }
@@ -351,6 +366,7 @@ mod tests {
             attempts,
             dns: Vec::new(),
             skipped: Vec::new(),
+            skipped_more: 0,
         }
     }
 
