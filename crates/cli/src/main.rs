@@ -17,6 +17,7 @@ mod connect;
 mod demo;
 mod get;
 mod setup;
+mod text;
 mod waterfall;
 
 const EXIT_CODES: &str = "\
