@@ -61,8 +61,21 @@ pub(crate) struct ConnectorArgs {
 }
 
 fn parse_proxy(s: &str) -> Result<fastfallback_route::Proxy, String> {
-    // The error never repeats the URL, which may hold a password.
-    fastfallback_route::Proxy::parse(s).map_err(|e| format!("bad --proxy URL: {e}"))
+    use fastfallback_route::AddressError;
+    // The error never repeats the URL, which may hold a password: not even a part of it the
+    // parser quotes, such as a password typed without its `@host` (`http://alice:hunter2`
+    // reads as host `alice`, port `hunter2`).
+    fastfallback_route::Proxy::parse(s).map_err(|e| {
+        let why = match e {
+            AddressError::BadPort(_) => {
+                "the port is not a number in 1..=65535 (credentials go before the host: \
+                 http://user:password@host:port)"
+                    .to_owned()
+            }
+            other => crate::text::scrubbed(&other.to_string(), s).into_owned(),
+        };
+        format!("bad --proxy URL: {}", crate::text::escaped(&why))
+    })
 }
 
 /// The list of policy knobs, for `--help`.

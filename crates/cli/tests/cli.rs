@@ -178,10 +178,11 @@ fn connect_without_the_ca_fails_on_the_certificate() {
 fn get_over_h2_prints_status_protocol_and_timing() {
     let server = Https::start("get", &[b"h2"]);
     let out = fastfallback(&["get", &server.url(), "--ca", server.ca.to_str().unwrap()]);
-    let text = stdout(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    // Diagnostics on stderr; stdout is the body alone.
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stdout(&out));
     let first = text.lines().next().unwrap();
-    assert_eq!(first, "200 OK over HTTP/2.0, on a new connection", "{text}");
+    assert_eq!(first, "200 OK over HTTP/2, on a new connection", "{text}");
     assert!(text.contains("  timing  connect "), "{text}");
     assert!(text.contains(", ALPN h2"), "the race is drawn too\n{text}");
 }
@@ -427,4 +428,193 @@ fn rust_log_turns_the_library_log_up() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("DEBUG") || err.contains("TRACE"), "{err}");
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 for one request: it reads the request head (handed to
+/// `seen`), answers 200 with `body` chunked, and ends the body only once `finish` says so.
+fn http1_server(
+    body: impl Fn(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
+    finish: std::sync::mpsc::Receiver<()>,
+    seen: std::sync::mpsc::Sender<String>,
+) -> SocketAddr {
+    use std::io::{BufRead, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+        let mut head = String::new();
+        while reader.read_line(&mut head).unwrap_or(0) > 0 && !head.ends_with("\r\n\r\n") {}
+        let _ = seen.send(head);
+        let mut out = std::io::BufWriter::new(conn);
+        let _ = out.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let mut chunked = Chunked(&mut out);
+        let _ = body(&mut chunked);
+        let _ = out.flush();
+        let _ = finish.recv();
+        let _ = out.write_all(b"0\r\n\r\n");
+        let _ = out.flush();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    });
+    addr
+}
+
+/// Writes each buffer as one HTTP/1.1 chunk.
+struct Chunked<'a, W: std::io::Write>(&'a mut W);
+
+impl<W: std::io::Write> std::io::Write for Chunked<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write!(self.0, "{:x}\r\n", buf.len())?;
+        self.0.write_all(buf)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush()?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A process's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn get_streams_a_large_body_to_a_file_as_it_arrives_with_bounded_memory() {
+    const MIB: usize = 1024 * 1024;
+    const SENT: usize = 96 * MIB;
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, _seen_rx) = std::sync::mpsc::channel();
+    let addr = http1_server(
+        |out| {
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..SENT / chunk.len() {
+                out.write_all(&chunk)?;
+            }
+            Ok(())
+        },
+        finish_rx,
+        seen_tx,
+    );
+    let dir = TempDir::new("get-stream");
+    let file = dir.join("body");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args([
+            "get",
+            &format!("http://127.0.0.1:{}/", addr.port()),
+            "-o",
+            &file,
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The whole body is in the file while the response has not ended: it was streamed, not
+    // collected first.
+    let start = std::time::Instant::now();
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) < SENT as u64 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "only {:?} bytes written",
+            std::fs::metadata(&file).map(|m| m.len())
+        );
+        assert!(child.try_wait().unwrap().is_none(), "get ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let peak = peak_rss_kib(child.id());
+    finish_tx.send(()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), SENT as u64);
+    // 96 MiB went through a process that never held more than a small part of it.
+    assert!(
+        peak < 48 * 1024,
+        "peak RSS {peak} KiB for a {} MiB body",
+        SENT / MIB
+    );
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).starts_with("200 OK over HTTP/1.1, on a new connection"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn get_writes_the_body_and_only_the_body_to_stdout_with_diagnostics_on_stderr() {
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    finish_tx.send(()).unwrap();
+    let addr = http1_server(|out| out.write_all(b"hello, body\n"), finish_rx, seen_tx);
+    let url = format!("http://u:hunter2-secret@127.0.0.1:{}/path?q=1", addr.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"hello, body\n");
+    let err = stderr(&out);
+    assert!(err.contains("200 OK over HTTP/1.1"), "{err}");
+    assert!(err.contains("(12 bytes)"), "{err}");
+    let head = seen_rx.recv().unwrap();
+    assert!(head.starts_with("GET /path?q=1 HTTP/1.1\r\n"), "{head}");
+    assert!(
+        !head.contains("hunter2") && !err.contains("hunter2"),
+        "{head}{err}"
+    );
+}
+
+#[test]
+fn get_errors_hide_the_password_of_the_url() {
+    let closed = closed_port();
+    let url = format!("http://alice:hunter2-secret@127.0.0.1:{}/", closed.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "fastfallback: http://alice:***@127.0.0.1:{}/: ",
+            closed.port()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("hunter2") && !stdout(&out).contains("hunter2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_origins_and_urls_exit_2_without_their_password() {
+    for args in [
+        &["connect", "tcp://u:hunter2-secret@bad host:1"][..],
+        &["connect", "tcp://u:hunter2-secret@bad host:1", "--json"],
+        &["connect", "https://u:hunter2@x.test:99999"],
+        &["get", "http://u:hunter2-secret@bad host/"],
+        &["get", "tcp://u:hunter2-secret@localhost:1"],
+        &["get", "not a url"],
+        &["connect", "localhost:1", "--proxy", "http://alice:hunter2"],
+        &[
+            "get",
+            "http://localhost:1/",
+            "--proxy",
+            "http://alice:hunter2",
+        ],
+    ] {
+        let out = fastfallback_within(args, LIMIT);
+        let (o, e) = (stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {o}{e}");
+        assert!(
+            !o.contains("hunter2") && !e.contains("hunter2"),
+            "{args:?}: {o}{e}"
+        );
+        assert!(
+            e.contains("invalid") || e.contains("bad --proxy URL"),
+            "{args:?}: {e}"
+        );
+    }
 }
