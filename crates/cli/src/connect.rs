@@ -25,8 +25,8 @@ pub(crate) struct ConnectArgs {
     /// waterfalls.
     #[arg(long)]
     json: bool,
-    /// Width of the waterfall's bars, in columns.
-    #[arg(long, default_value_t = 40, value_name = "COLUMNS")]
+    /// Width of the waterfall's bars, in columns (10 to 1000).
+    #[arg(long, default_value_t = 40, value_name = "COLUMNS", value_parser = crate::setup::parse_width)]
     width: usize,
     #[command(flatten)]
     connector: ConnectorArgs,

@@ -45,8 +45,8 @@ pub(crate) struct GetArgs {
     /// Accepted for compatibility: the body always goes to stdout unless -o or --json.
     #[arg(long, hide = true)]
     body: bool,
-    /// Width of the waterfall's bars, in columns (at least 10).
-    #[arg(long, default_value_t = 40, value_name = "COLUMNS")]
+    /// Width of the waterfall's bars, in columns (10 to 1000).
+    #[arg(long, default_value_t = 40, value_name = "COLUMNS", value_parser = crate::setup::parse_width)]
     width: usize,
     #[command(flatten)]
     connector: ConnectorArgs,

@@ -78,6 +78,25 @@ fn parse_proxy(s: &str) -> Result<fastfallback_route::Proxy, String> {
     })
 }
 
+/// The narrowest and widest waterfall bars `--width` takes.
+const WIDTHS: std::ops::RangeInclusive<usize> = 10..=1000;
+
+/// `--width COLUMNS`: a number of columns in [`WIDTHS`].
+pub(crate) fn parse_width(s: &str) -> Result<usize, String> {
+    let width: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of columns"))?;
+    if WIDTHS.contains(&width) {
+        Ok(width)
+    } else {
+        Err(format!(
+            "the waterfall's bars take {} to {} columns",
+            WIDTHS.start(),
+            WIDTHS.end()
+        ))
+    }
+}
+
 /// The list of policy knobs, for `--help`.
 pub(crate) fn policy_help() -> String {
     let mut help = String::from("Policy knobs (--policy KEY=VALUE):\n");
@@ -99,11 +118,13 @@ fn parse_knob(s: &str) -> Result<(String, String), String> {
 pub(crate) struct SetupError(pub(crate) String);
 
 impl ConnectorArgs {
-    /// Checks what clap leaves unchecked (the proxy URLs), for a usage error.
+    /// Checks what clap leaves unchecked (the proxy URLs, the policy knobs' values), for a
+    /// usage error (exit 2).
     pub(crate) fn check(&self) -> Result<(), String> {
         self.proxies
             .iter()
-            .try_for_each(|p| parse_proxy(p).map(drop))
+            .try_for_each(|p| parse_proxy(p).map(drop))?;
+        self.policy().map(drop).map_err(|SetupError(e)| e)
     }
 
     /// The policy these options describe.

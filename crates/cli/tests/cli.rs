@@ -188,14 +188,39 @@ fn get_over_h2_prints_status_protocol_and_timing() {
 }
 
 #[test]
-fn bad_arguments_exit_2_and_bad_settings_exit_3_naming_the_knob() {
+fn bad_arguments_and_knob_values_exit_2_naming_them_and_bad_settings_exit_3() {
     let out = fastfallback(&["connect"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("URL|HOST:PORT"), "{}", stderr(&out));
 
-    let out = fastfallback(&["connect", "localhost:1", "--policy", "attempt_delay=1ms"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("attempt_delay"), "{}", stderr(&out));
+    for command in ["connect", "get"] {
+        let target = if command == "get" {
+            "http://localhost:1/"
+        } else {
+            "localhost:1"
+        };
+        for knob in ["attempt_delay=1ms", "no_such_knob=1"] {
+            let out = fastfallback(&[command, target, "--policy", knob]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {knob}: {}",
+                stderr(&out)
+            );
+            let name = knob.split('=').next().unwrap();
+            assert!(stderr(&out).contains(name), "{}", stderr(&out));
+        }
+        for width in ["0", "9", "1001", "99999999999", "x"] {
+            let out = fastfallback(&[command, target, "--width", width]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "--width {width}: {}",
+                stderr(&out)
+            );
+            assert!(stderr(&out).contains("--width"), "{}", stderr(&out));
+        }
+    }
 
     let out = fastfallback(&["connect", "localhost:1", "--ca", "/nonexistent/ca.pem"]);
     assert_eq!(out.status.code(), Some(3));
@@ -430,14 +455,16 @@ fn rust_log_turns_the_library_log_up() {
     assert!(err.contains("DEBUG") || err.contains("TRACE"), "{err}");
 }
 
-/// An HTTP/1.1 server on 127.0.0.1 for one request: it reads the request head (handed to
-/// `seen`), answers 200 with `body` chunked, and ends the body only once `finish` says so.
+/// An HTTP/1.1 server on 127.0.0.1 for one request: it reads the request (head and body,
+/// handed to `seen`), answers `status` with `body` chunked, and ends the body only once
+/// `finish` says so.
 fn http1_server(
+    status: &'static str,
     body: impl Fn(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
     finish: std::sync::mpsc::Receiver<()>,
     seen: std::sync::mpsc::Sender<String>,
 ) -> SocketAddr {
-    use std::io::{BufRead, Write};
+    use std::io::{BufRead, Read, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -447,9 +474,23 @@ fn http1_server(
         let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
         let mut head = String::new();
         while reader.read_line(&mut head).unwrap_or(0) > 0 && !head.ends_with("\r\n\r\n") {}
+        let length = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+            .unwrap_or(0);
+        let mut body_in = vec![0; length];
+        let _ = reader.read_exact(&mut body_in);
+        head.push_str(&String::from_utf8_lossy(&body_in));
         let _ = seen.send(head);
         let mut out = std::io::BufWriter::new(conn);
-        let _ = out.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let _ = write!(
+            out,
+            "HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
         let mut chunked = Chunked(&mut out);
         let _ = body(&mut chunked);
         let _ = out.flush();
@@ -492,6 +533,7 @@ fn get_streams_a_large_body_to_a_file_as_it_arrives_with_bounded_memory() {
     let (finish_tx, finish_rx) = std::sync::mpsc::channel();
     let (seen_tx, _seen_rx) = std::sync::mpsc::channel();
     let addr = http1_server(
+        "200 OK",
         |out| {
             let chunk = vec![b'x'; 64 * 1024];
             for _ in 0..SENT / chunk.len() {
@@ -552,7 +594,12 @@ fn get_writes_the_body_and_only_the_body_to_stdout_with_diagnostics_on_stderr() 
     let (finish_tx, finish_rx) = std::sync::mpsc::channel();
     let (seen_tx, seen_rx) = std::sync::mpsc::channel();
     finish_tx.send(()).unwrap();
-    let addr = http1_server(|out| out.write_all(b"hello, body\n"), finish_rx, seen_tx);
+    let addr = http1_server(
+        "200 OK",
+        |out| out.write_all(b"hello, body\n"),
+        finish_rx,
+        seen_tx,
+    );
     let url = format!("http://u:hunter2-secret@127.0.0.1:{}/path?q=1", addr.port());
     let out = fastfallback_within(&["get", &url], LIMIT);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -617,4 +664,102 @@ fn invalid_origins_and_urls_exit_2_without_their_password() {
             "{args:?}: {e}"
         );
     }
+}
+
+/// A one-request server answering `status` with `body`, and what it received.
+fn answering(
+    status: &'static str,
+    body: &'static [u8],
+) -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    finish_tx.send(()).unwrap();
+    let addr = http1_server(status, move |out| out.write_all(body), finish_rx, seen_tx);
+    (addr, seen_rx)
+}
+
+#[test]
+fn get_sends_the_method_headers_and_data_given() {
+    let (addr, seen) = answering("201 Created", b"made");
+    let url = format!("http://127.0.0.1:{}/items", addr.port());
+    let out = fastfallback_within(
+        &[
+            "get",
+            &url,
+            "-X",
+            "PUT",
+            "-H",
+            "X-Test: one two",
+            "-H",
+            "accept:text/plain",
+            "-d",
+            "payload=1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"made");
+    let request = seen.recv().unwrap().to_ascii_lowercase();
+    assert!(request.starts_with("put /items http/1.1\r\n"), "{request}");
+    assert!(request.contains("\r\nx-test: one two\r\n"), "{request}");
+    assert!(request.contains("\r\naccept: text/plain\r\n"), "{request}");
+    assert!(request.ends_with("\r\n\r\npayload=1"), "{request}");
+
+    // -d alone makes a POST.
+    let (addr, seen) = answering("200 OK", b"");
+    let url = format!("http://127.0.0.1:{}/", addr.port());
+    let out = fastfallback_within(&["get", &url, "-d", "x"], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(seen.recv().unwrap().starts_with("POST / HTTP/1.1\r\n"));
+
+    for bad in [
+        &["-X", "BAD METHOD"][..],
+        &["-H", "no colon"],
+        &["-H", "bad name: x"],
+    ] {
+        let mut args = vec!["get", url.as_str()];
+        args.extend_from_slice(bad);
+        let out = fastfallback_within(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn get_fail_exits_1_on_an_error_status_without_writing_the_body() {
+    let (addr, _seen) = answering("404 Not Found", b"the error page");
+    let url = format!("http://127.0.0.1:{}/missing", addr.port());
+    let out = fastfallback_within(&["get", &url, "--fail"], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("the server answered 404 Not Found"),
+        "{}",
+        stderr(&out)
+    );
+    // Without --fail, a 404 is a response like any other.
+    let (addr, _seen) = answering("404 Not Found", b"the error page");
+    let url = format!("http://127.0.0.1:{}/missing", addr.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"the error page");
+}
+
+#[test]
+fn get_json_prints_one_object_describing_the_exchange() {
+    let (addr, _seen) = answering("200 OK", b"0123456789");
+    let url = format!("http://u:hunter2@127.0.0.1:{}/", addr.port());
+    let out = fastfallback_within(&["get", &url, "--json"], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["url"],
+        format!("http://u:***@127.0.0.1:{}/", addr.port())
+    );
+    assert_eq!(json["status"], 200);
+    assert_eq!(json["protocol"], "HTTP/1.1");
+    assert_eq!(json["source"], "new");
+    assert_eq!(json["bytes"], 10);
+    assert!(json["total_ms"].as_f64().unwrap() >= json["first_byte_ms"].as_f64().unwrap());
+    assert_eq!(json["report"]["winner"], 1);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
