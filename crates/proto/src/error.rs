@@ -279,17 +279,24 @@ impl RaceError {
 impl fmt::Display for RaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.kind)?;
-        if let Some(p) = self.primary() {
+        let primary = self.primary();
+        if let Some(p) = primary {
             write!(
                 f,
                 "; most telling: attempt {} to {}: {}",
                 p.id, p.addr, p.error
             )?;
         }
-        if !self.attempts.is_empty() {
+        // Each cause once: the most telling one is named above (and a lone attempt is all of
+        // them).
+        if self.attempts.len() > 1 {
             write!(f, " ({} attempts:", self.attempts.len())?;
             for a in self.attempts.iter().take(MAX_ATTEMPTS_LISTED) {
-                write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+                if primary.is_some_and(|p| p.id == a.id) {
+                    write!(f, " [{} {}: above]", a.id, a.addr)?;
+                } else {
+                    write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+                }
             }
             if let Some(more) = self.attempts.len().checked_sub(MAX_ATTEMPTS_LISTED)
                 && more > 0
@@ -390,5 +397,25 @@ mod tests {
             failure(3, AttemptErrorKind::Refused, Phase::Tcp),
         ]);
         assert_eq!(err.primary().unwrap().id, id_of(3));
+    }
+
+    #[test]
+    fn a_race_error_states_each_cause_once() {
+        let mut one = race(vec![failure(1, AttemptErrorKind::Refused, Phase::Tcp)]);
+        one.attempts[0].error.detail = "the one cause".to_owned();
+        let text = one.to_string();
+        assert_eq!(text.matches("the one cause").count(), 1, "{text}");
+        assert!(!text.contains("attempts:"), "{text}");
+
+        let mut two = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::Tls, Phase::Tls),
+        ]);
+        two.attempts[0].error.detail = "first cause".to_owned();
+        two.attempts[1].error.detail = "second cause".to_owned();
+        let text = two.to_string();
+        assert_eq!(text.matches("second cause").count(), 1, "{text}");
+        assert_eq!(text.matches("first cause").count(), 1, "{text}");
+        assert!(text.contains("(2 attempts: [#1 127.0.0.1:443 connection refused during tcp: first cause] [#2 127.0.0.1:443: above])"), "{text}");
     }
 }
