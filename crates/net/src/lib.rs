@@ -51,6 +51,7 @@ mod pool;
 mod proxy;
 mod report;
 mod resolve;
+mod shown;
 mod source;
 
 pub use attempt::{Dial, Dialing, Io, SocketOptions, Stream, Transport};

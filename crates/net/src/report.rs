@@ -617,16 +617,22 @@ fn ms(d: Duration) -> f64 {
 
 impl fmt::Display for RaceReport {
     /// A plain timeline: one line per query and attempt, then the verdict. (The CLI draws the
-    /// same report as a waterfall with bars.)
+    /// same report as a waterfall with bars.) What the network chose (names, ALPN ids, error
+    /// texts) is shown with its control characters escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "race to {}", self.origin)?;
+        use crate::shown::escaped;
+        writeln!(f, "race to {}", escaped(&self.origin))?;
         for q in &self.queries {
             let what = match &q.name {
-                Some(name) => format!("{} {name}", q.kind),
+                Some(name) => format!("{} {}", q.kind, escaped(name)),
                 None => q.kind.to_string(),
             };
+            let a = q
+                .answer
+                .as_ref()
+                .map(|a| escaped(&a.to_string()).into_owned());
             write!(f, "  {:>8.1} ms  query {what:<5}", ms(q.sent))?;
-            match (&q.answered, &q.answer) {
+            match (&q.answered, a) {
                 (Some(t), Some(a)) if q.unlisted > 0 => {
                     writeln!(f, " → {:.1} ms: {a}, and {} more", ms(*t), q.unlisted)?;
                 }
@@ -635,13 +641,20 @@ impl fmt::Display for RaceReport {
             }
         }
         for a in &self.attempts {
-            write!(f, "  {:>8.1} ms  #{} {}", ms(a.started), a.id, a.plan)?;
+            write!(
+                f,
+                "  {:>8.1} ms  #{} {}",
+                ms(a.started),
+                a.id,
+                escaped(&a.plan)
+            )?;
             if let Some(t) = a.tcp_connected {
                 write!(f, "; tcp at {:.1} ms", ms(t))?;
             }
+            let outcome = a.outcome.to_string();
             match a.ended {
-                Some(t) => writeln!(f, "; {} at {:.1} ms", a.outcome, ms(t))?,
-                None => writeln!(f, "; {}", a.outcome)?,
+                Some(t) => writeln!(f, "; {} at {:.1} ms", escaped(&outcome), ms(t))?,
+                None => writeln!(f, "; {}", escaped(&outcome))?,
             }
         }
         let elapsed = ms(self.elapsed);
@@ -652,11 +665,11 @@ impl fmt::Display for RaceReport {
             (Some(id), _) => {
                 write!(f, "won by #{id} after {elapsed:.1} ms")?;
                 if let Some(alpn) = &self.alpn {
-                    write!(f, " (ALPN {alpn})")?;
+                    write!(f, " (ALPN {})", escaped(&alpn.to_string()))?;
                 }
                 Ok(())
             }
-            (None, Some(e)) => write!(f, "failed after {elapsed:.1} ms: {e}"),
+            (None, Some(e)) => write!(f, "failed after {elapsed:.1} ms: {}", escaped(e)),
             (None, None) => write!(f, "unfinished after {elapsed:.1} ms"),
         }
     }

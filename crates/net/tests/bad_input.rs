@@ -686,3 +686,48 @@ async fn a_tcp_origin_given_to_the_pool_is_refused_without_its_password() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn the_report_shows_what_the_network_chose_with_its_control_characters_escaped() {
+    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // An ALPN id that would set the window title and clear the screen.
+    let evil = fastfallback_proto::Alpn::Other(b"h2\x1b]0;owned\x07\x1b[2J".to_vec());
+    let https = fastfallback_proto::HttpsRecord {
+        priority: 1,
+        target: String::new(),
+        alpn: vec![evil, fastfallback_proto::Alpn::H2],
+        ..Default::default()
+    };
+    let dns = Canned::new(&[
+        ("evil.test", QueryKind::Https, DnsAnswer::Https(vec![https])),
+        (
+            "evil.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        (
+            "evil.test",
+            QueryKind::A,
+            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
+        ),
+    ]);
+    let Err(err) = connector(&dns)
+        .connect(&format!("https://evil.test:{closed}"))
+        .await
+    else {
+        panic!("nothing listens");
+    };
+    let shown = err.report().unwrap().to_string();
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("alpn=h2\\x1b]0;owned\\x07\\x1b[2J,h2"),
+        "{shown}"
+    );
+}
