@@ -45,7 +45,9 @@ pub(crate) struct ConnectorArgs {
     /// Ask this name server (UDP and TCP) instead of the system's configuration.
     #[arg(long, value_name = "IP:PORT")]
     pub(crate) dns: Option<SocketAddr>,
-    /// Keep route memory in FILE, so the next run starts from what this one learned.
+    /// Keep route memory in FILE, so the next run starts from what this one learned (a file
+    /// that is not route memory is replaced, with a warning; a path that cannot be used, such
+    /// as a missing directory or a FIFO, exits 3).
     #[arg(long, value_name = "FILE")]
     pub(crate) memory: Option<PathBuf>,
     /// Trust only the CA certificates in FILE (PEM, or one DER certificate) instead of the
