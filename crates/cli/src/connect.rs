@@ -7,6 +7,7 @@ use fastfallback_net::{Connector, RaceReport};
 
 use crate::Outcome;
 use crate::setup::{ConnectorArgs, SetupError, origin_of, policy_help, progress, runtime};
+use crate::text::{escaped, redacted, scrubbed};
 use crate::waterfall;
 
 /// `connect`'s arguments.
@@ -24,17 +25,28 @@ pub(crate) struct ConnectArgs {
     /// waterfalls.
     #[arg(long)]
     json: bool,
-    /// Width of the waterfall's bars, in columns.
-    #[arg(long, default_value_t = 40, value_name = "COLUMNS")]
+    /// Width of the waterfall's bars, in columns (10 to 1000).
+    #[arg(long, default_value_t = 40, value_name = "COLUMNS", value_parser = crate::setup::parse_width)]
     width: usize,
     #[command(flatten)]
     connector: ConnectorArgs,
 }
 
 impl ConnectArgs {
-    /// The connector's options.
-    pub(crate) fn connector(&self) -> &ConnectorArgs {
-        &self.connector
+    /// Checks what clap leaves unchecked, for a usage error (exit 2): every target is an
+    /// origin, and the connector's options. The message never repeats a password.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        for target in &self.targets {
+            let origin = origin_of(target, self.tls);
+            if let Err(e) = fastfallback_route::Address::parse(&origin) {
+                return Err(format!(
+                    "invalid origin {}: {}",
+                    escaped(&redacted(&origin)),
+                    escaped(&scrubbed(&e.to_string(), &origin))
+                ));
+            }
+        }
+        self.connector.check()
     }
 }
 
@@ -87,7 +99,7 @@ async fn contact_all(connector: &Connector, args: &ConnectArgs) -> Vec<Contact> 
     for target in &args.targets {
         let origin = origin_of(target, args.tls);
         let spinner = (std::io::stderr().is_terminal() && !args.json)
-            .then(|| progress(format!("racing to {origin}")));
+            .then(|| progress(format!("racing to {}", escaped(&redacted(&origin)))));
         let result = connector.connect(&origin).await;
         if let Some(s) = spinner {
             s.finish_and_clear();
@@ -102,9 +114,10 @@ async fn contact_all(connector: &Connector, args: &ConnectArgs) -> Vec<Contact> 
                     report: r.clone(),
                     ok: false,
                 },
+                // Never the origin as typed, which may hold a password.
                 None => Contact::Refused {
-                    origin: origin.clone(),
-                    error: e.to_string(),
+                    origin: redacted(&origin).into_owned(),
+                    error: scrubbed(&e.to_string(), &origin).into_owned(),
                 },
             },
         };
@@ -114,7 +127,7 @@ async fn contact_all(connector: &Connector, args: &ConnectArgs) -> Vec<Contact> 
                     anstream::println!("{}", waterfall::render(report, args.width));
                 }
                 Contact::Refused { origin, error } => {
-                    anstream::eprintln!("fastfallback: {origin}: {error}");
+                    anstream::eprintln!("fastfallback: {}: {}", escaped(origin), escaped(error));
                 }
             }
         }

@@ -2,7 +2,8 @@
 //!
 //! - `fastfallback connect URL|HOST:PORT...`: races to each origin for real and draws the race
 //!   as a waterfall, then the winner and where the time went.
-//! - `fastfallback get URL`: one HTTP request through the pool; status, protocol and timing.
+//! - `fastfallback get URL`: one HTTP request through the pool, like curl: the body streams
+//!   to stdout (or `-o FILE`); status, protocol, timing and the race go to stderr.
 //! - `fastfallback demo`: canned races on virtual time, offline and without root;
 //!   `demo --testnet` (root) runs the real driver on an emulated dual-stack network.
 //!
@@ -17,6 +18,7 @@ mod connect;
 mod demo;
 mod get;
 mod setup;
+mod text;
 mod waterfall;
 
 const EXIT_CODES: &str = "\
@@ -44,7 +46,8 @@ enum Command {
     /// One connector contacts the origins in the order given, so a second contact shows what
     /// route memory learned from the first.
     Connect(connect::ConnectArgs),
-    /// Send one HTTP GET through the pool and print status, protocol and timing.
+    /// Send one HTTP request through the pool: the body streams to stdout (or -o FILE);
+    /// status, protocol, timing and the race go to stderr.
     Get(get::GetArgs),
     /// Play canned races on virtual time (offline, no root), or with --testnet run the real
     /// driver on an emulated dual-stack network with IPv6 blackholed (root).
@@ -64,9 +67,10 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    setup::install_logging();
     let checked = match &cli.command {
-        Command::Connect(args) => args.connector().check(),
-        Command::Get(args) => args.connector().check(),
+        Command::Connect(args) => args.check(),
+        Command::Get(args) => args.check(),
         Command::Demo(_) => Ok(()),
     };
     if let Err(e) = checked {

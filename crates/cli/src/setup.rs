@@ -45,7 +45,9 @@ pub(crate) struct ConnectorArgs {
     /// Ask this name server (UDP and TCP) instead of the system's configuration.
     #[arg(long, value_name = "IP:PORT")]
     pub(crate) dns: Option<SocketAddr>,
-    /// Keep route memory in FILE, so the next run starts from what this one learned.
+    /// Keep route memory in FILE, so the next run starts from what this one learned (a file
+    /// that is not route memory is replaced, with a warning; a path that cannot be used, such
+    /// as a missing directory or a FIFO, exits 3).
     #[arg(long, value_name = "FILE")]
     pub(crate) memory: Option<PathBuf>,
     /// Trust only the CA certificates in FILE (PEM, or one DER certificate) instead of the
@@ -61,8 +63,40 @@ pub(crate) struct ConnectorArgs {
 }
 
 fn parse_proxy(s: &str) -> Result<fastfallback_route::Proxy, String> {
-    // The error never repeats the URL, which may hold a password.
-    fastfallback_route::Proxy::parse(s).map_err(|e| format!("bad --proxy URL: {e}"))
+    use fastfallback_route::AddressError;
+    // The error never repeats the URL, which may hold a password: not even a part of it the
+    // parser quotes, such as a password typed without its `@host` (`http://alice:hunter2`
+    // reads as host `alice`, port `hunter2`).
+    fastfallback_route::Proxy::parse(s).map_err(|e| {
+        let why = match e {
+            AddressError::BadPort(_) => {
+                "the port is not a number in 1..=65535 (credentials go before the host: \
+                 http://user:password@host:port)"
+                    .to_owned()
+            }
+            other => crate::text::scrubbed(&other.to_string(), s).into_owned(),
+        };
+        format!("bad --proxy URL: {}", crate::text::escaped(&why))
+    })
+}
+
+/// The narrowest and widest waterfall bars `--width` takes.
+const WIDTHS: std::ops::RangeInclusive<usize> = 10..=1000;
+
+/// `--width COLUMNS`: a number of columns in [`WIDTHS`].
+pub(crate) fn parse_width(s: &str) -> Result<usize, String> {
+    let width: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of columns"))?;
+    if WIDTHS.contains(&width) {
+        Ok(width)
+    } else {
+        Err(format!(
+            "the waterfall's bars take {} to {} columns",
+            WIDTHS.start(),
+            WIDTHS.end()
+        ))
+    }
 }
 
 /// The list of policy knobs, for `--help`.
@@ -86,11 +120,13 @@ fn parse_knob(s: &str) -> Result<(String, String), String> {
 pub(crate) struct SetupError(pub(crate) String);
 
 impl ConnectorArgs {
-    /// Checks what clap leaves unchecked (the proxy URLs), for a usage error.
+    /// Checks what clap leaves unchecked (the proxy URLs, the policy knobs' values), for a
+    /// usage error (exit 2).
     pub(crate) fn check(&self) -> Result<(), String> {
         self.proxies
             .iter()
-            .try_for_each(|p| parse_proxy(p).map(drop))
+            .try_for_each(|p| parse_proxy(p).map(drop))?;
+        self.policy().map(drop).map_err(|SetupError(e)| e)
     }
 
     /// The policy these options describe.
@@ -149,6 +185,30 @@ fn roots_from(path: &std::path::Path) -> Result<RootCertStore, SetupError> {
         )));
     }
     Ok(roots)
+}
+
+/// Sends the library's log to stderr: warnings and errors unless `RUST_LOG` says otherwise
+/// (`RUST_LOG=debug`, `RUST_LOG=fastfallback_net=trace,warn`). A `RUST_LOG` that does not parse
+/// is reported and the default kept.
+pub(crate) fn install_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let default = || Targets::new().with_default(LevelFilter::WARN);
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => value.parse().unwrap_or_else(|e| {
+            anstream::eprintln!("fastfallback: ignoring RUST_LOG: {e}");
+            default()
+        }),
+        _ => default(),
+    };
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false);
+    tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .init();
 }
 
 /// A runtime for one command.

@@ -2,7 +2,9 @@
 //! time, then the winner and where the time went.
 //!
 //! The text carries ANSI styles; print it through `anstream`, which strips them when the
-//! output is not a terminal or `NO_COLOR` is set.
+//! output is not a terminal or `NO_COLOR` is set. Every string that came from the network
+//! (names, ALPN ids, TargetNames, error texts) is drawn with its control characters escaped
+//! ([`escaped`]), so a DNS answer cannot restyle, retitle or clear the terminal.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -10,6 +12,8 @@ use std::time::Duration;
 use anstyle::{AnsiColor, Style};
 use fastfallback_net::{AttemptOutcome, RaceReport};
 use fastfallback_proto::Family;
+
+use crate::text::escaped;
 
 const TCP: char = '▒';
 const TLS: char = '█';
@@ -93,7 +97,7 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
     let _ = writeln!(
         out,
         "{BOLD}race to {}{BOLD:#}: {verdict} in {:.1} ms",
-        report.origin,
+        escaped(&report.origin),
         ms(report.elapsed)
     );
 
@@ -101,11 +105,17 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         .queries
         .iter()
         .map(|q| match &q.name {
-            Some(name) => format!("dns {} {name}", q.kind),
+            Some(name) => format!("dns {} {}", q.kind, escaped(name)),
             None => format!("dns {}", q.kind),
         })
         .chain(report.attempts.iter().map(|a| match &a.proxy {
-            Some(proxy) => format!("#{} {} {} ({proxy})", a.id, family(a.family), a.route),
+            Some(proxy) => format!(
+                "#{} {} {} ({})",
+                a.id,
+                family(a.family),
+                a.route,
+                escaped(proxy)
+            ),
             None => format!("#{} {} {}", a.id, family(a.family), a.route),
         }))
         .collect();
@@ -131,7 +141,10 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
             .answered
             .map_or_else(|| "—".to_owned(), |t| format!("{:.1}", ms(t)));
         let answer = match &q.answer {
-            Some(a) => a.to_string(),
+            Some(a) if q.unlisted > 0 => {
+                format!("{}, and {} more", escaped(&a.to_string()), q.unlisted)
+            }
+            Some(a) => escaped(&a.to_string()).into_owned(),
             None => "no answer before the race ended".to_owned(),
         };
         let _ = writeln!(
@@ -159,7 +172,7 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
             out,
             "  {label:<label_width$}  {:>7.1}  {end_text:>7}  {DIM}│{DIM:#}{style}{bar}{style:#}{DIM}│{DIM:#} {style}{}{style:#}",
             ms(a.started),
-            a.outcome,
+            escaped(&a.outcome.to_string()),
         );
     }
     let _ = writeln!(out, "  {DIM}{TCP} tcp  {TLS} tls  {DNS} dns{DIM:#}");
@@ -178,7 +191,7 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         );
         match &report.alpn {
             Some(alpn) => {
-                let _ = writeln!(out, ", ALPN {alpn}");
+                let _ = writeln!(out, ", ALPN {}", escaped(&alpn.to_string()));
             }
             None => out.push('\n'),
         }
@@ -195,7 +208,7 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         );
     }
     if let Some(e) = &report.error {
-        let _ = writeln!(out, "  {RED}error{RED:#}   {e}");
+        let _ = writeln!(out, "  {RED}error{RED:#}   {}", escaped(e));
     }
     out
 }
@@ -229,6 +242,7 @@ mod tests {
                     answer: Some(AnswerReport::Addresses(vec![
                         "2001:db8::a".parse().unwrap(),
                     ])),
+                    unlisted: 0,
                 },
                 QueryReport {
                     kind: QueryKind::A,
@@ -236,6 +250,7 @@ mod tests {
                     sent: ms(0),
                     answered: None,
                     answer: None,
+                    unlisted: 0,
                 },
             ],
             attempts: vec![
@@ -335,6 +350,72 @@ mod tests {
         assert!(text.contains("failed: connection refused"), "{text}");
         assert!(text.contains("  error   every attempt failed"));
         assert!(!text.contains("timing"));
+    }
+
+    #[test]
+    fn strings_from_the_network_are_drawn_escaped_even_in_colour() {
+        const TITLE: &str = "\u{1b}]0;owned\u{7}\u{1b}[2J";
+        let mut r = report();
+        r.queries.push(QueryReport {
+            kind: QueryKind::Https,
+            name: Some(format!("svc{TITLE}.example.test")),
+            sent: ms(0),
+            answered: Some(ms(5)),
+            answer: Some(AnswerReport::Https(vec![fastfallback_net::HttpsReport {
+                priority: 1,
+                target: format!("t{TITLE}.example.test"),
+                alpn: vec![format!("h2{TITLE}")],
+                port: None,
+                hints: Vec::new(),
+                ech: false,
+            }])),
+            unlisted: 0,
+        });
+        r.alpn = Some(fastfallback_proto::Alpn::Other(
+            format!("x{TITLE}").into_bytes(),
+        ));
+        r.attempts[0].outcome = AttemptOutcome::Failed(fastfallback_proto::AttemptError::new(
+            fastfallback_proto::AttemptErrorKind::Tls,
+            Phase::Tls,
+            format!("alert from the peer{TITLE}"),
+        ));
+        r.error = Some(format!("the server said{TITLE}"));
+        let styled = render(&r, 20);
+        // Our own styles are there; none of the network's escapes are.
+        assert!(styled.contains(&format!("{}won", GREEN.bold())), "{styled}");
+        assert!(
+            !styled.contains("\u{1b}]") && !styled.contains("\u{1b}[2J"),
+            "{styled:?}"
+        );
+        assert!(!styled.contains('\u{7}'), "{styled:?}");
+        let text = plain(&styled);
+        let shown = "\\x1b]0;owned\\x07\\x1b[2J";
+        for expected in [
+            format!("dns HTTPS svc{shown}.example.test"),
+            format!("1 t{shown}.example.test alpn=h2{shown}"),
+            format!("alert from the peer{shown}"),
+            format!("ALPN x{shown}"),
+            format!("error   the server said{shown}"),
+        ] {
+            assert!(
+                text.contains(&expected),
+                "{expected:?} missing from\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_answer_is_listed_in_part_with_a_count_of_the_rest() {
+        let mut r = report();
+        r.queries[0].answer = Some(AnswerReport::Addresses(
+            (1..=16u16)
+                .map(|i| std::net::IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i]))
+                .collect(),
+        ));
+        r.queries[0].unlisted = 3_984;
+        let text = plain(&render(&r, 20));
+        let row = text.lines().nth(2).unwrap();
+        assert!(row.ends_with("2001:db8::10, and 3984 more"), "{row}");
     }
 
     #[test]

@@ -178,23 +178,49 @@ fn connect_without_the_ca_fails_on_the_certificate() {
 fn get_over_h2_prints_status_protocol_and_timing() {
     let server = Https::start("get", &[b"h2"]);
     let out = fastfallback(&["get", &server.url(), "--ca", server.ca.to_str().unwrap()]);
-    let text = stdout(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    // Diagnostics on stderr; stdout is the body alone.
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stdout(&out));
     let first = text.lines().next().unwrap();
-    assert_eq!(first, "200 OK over HTTP/2.0, on a new connection", "{text}");
+    assert_eq!(first, "200 OK over HTTP/2, on a new connection", "{text}");
     assert!(text.contains("  timing  connect "), "{text}");
     assert!(text.contains(", ALPN h2"), "the race is drawn too\n{text}");
 }
 
 #[test]
-fn bad_arguments_exit_2_and_bad_settings_exit_3_naming_the_knob() {
+fn bad_arguments_and_knob_values_exit_2_naming_them_and_bad_settings_exit_3() {
     let out = fastfallback(&["connect"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("URL|HOST:PORT"), "{}", stderr(&out));
 
-    let out = fastfallback(&["connect", "localhost:1", "--policy", "attempt_delay=1ms"]);
-    assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("attempt_delay"), "{}", stderr(&out));
+    for command in ["connect", "get"] {
+        let target = if command == "get" {
+            "http://localhost:1/"
+        } else {
+            "localhost:1"
+        };
+        for knob in ["attempt_delay=1ms", "no_such_knob=1"] {
+            let out = fastfallback(&[command, target, "--policy", knob]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {knob}: {}",
+                stderr(&out)
+            );
+            let name = knob.split('=').next().unwrap();
+            assert!(stderr(&out).contains(name), "{}", stderr(&out));
+        }
+        for width in ["0", "9", "1001", "99999999999", "x"] {
+            let out = fastfallback(&[command, target, "--width", width]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "--width {width}: {}",
+                stderr(&out)
+            );
+            assert!(stderr(&out).contains("--width"), "{}", stderr(&out));
+        }
+    }
 
     let out = fastfallback(&["connect", "localhost:1", "--ca", "/nonexistent/ca.pem"]);
     assert_eq!(out.status.code(), Some(3));
@@ -317,4 +343,423 @@ fn connect_through_an_http_proxy_shows_it_in_the_waterfall_and_hides_the_passwor
     let bad = fastfallback(&["connect", "localhost:1", "--proxy", "ftp://u:hunter2@x"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(!stderr(&bad).contains("hunter2"), "{}", stderr(&bad));
+}
+
+/// Runs the binary like [`fastfallback`], killing it if it has not ended within `limit`.
+fn fastfallback_within(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "fastfallback {args:?} still running after {limit:?}\n{}",
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A fresh directory for one test, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("fastfallback-cli-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn join(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+#[test]
+fn an_unusable_memory_path_exits_3_naming_it() {
+    let dir = TempDir::new("memory-unusable");
+    let addr = accepting_server().to_string();
+    let missing = dir.join("no-such-dir/routes");
+    let fifo = dir.join("routes.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for path in [&missing, &fifo, &dir.join("")] {
+        let out = fastfallback_within(&["connect", &addr, "--memory", path], LIMIT);
+        assert_eq!(out.status.code(), Some(3), "{path}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(path.trim_end_matches('/')), "{err}");
+        assert!(
+            err.contains("cannot save route memory there") || err.contains("not a regular file"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_garbage_memory_file_is_warned_about_on_stderr() {
+    let dir = TempDir::new("memory-garbage");
+    let file = dir.join("routes");
+    std::fs::write(&file, b"this is not route memory").unwrap();
+    let addr = accepting_server().to_string();
+    let out = fastfallback_within(&["connect", &addr, "--memory", &file], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("WARN")
+            && err.contains("ignoring the route-memory file")
+            && err.contains(&file),
+        "{err}"
+    );
+}
+
+#[test]
+fn rust_log_turns_the_library_log_up() {
+    let addr = accepting_server().to_string();
+    let quiet = fastfallback_within(&["connect", &addr], LIMIT);
+    assert_eq!(quiet.status.code(), Some(0), "{}", stderr(&quiet));
+    assert!(!stderr(&quiet).contains("DEBUG"), "{}", stderr(&quiet));
+    let out = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args(["connect", &addr])
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("DEBUG") || err.contains("TRACE"), "{err}");
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 for one request: it reads the request (head and body,
+/// handed to `seen`), answers `status` with `body` chunked, and ends the body only once
+/// `finish` says so.
+fn http1_server(
+    status: &'static str,
+    body: impl Fn(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
+    finish: std::sync::mpsc::Receiver<()>,
+    seen: std::sync::mpsc::Sender<String>,
+) -> SocketAddr {
+    use std::io::{BufRead, Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+        let mut head = String::new();
+        while reader.read_line(&mut head).unwrap_or(0) > 0 && !head.ends_with("\r\n\r\n") {}
+        let length = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+            .unwrap_or(0);
+        let mut body_in = vec![0; length];
+        let _ = reader.read_exact(&mut body_in);
+        head.push_str(&String::from_utf8_lossy(&body_in));
+        let _ = seen.send(head);
+        let mut out = std::io::BufWriter::new(conn);
+        let _ = write!(
+            out,
+            "HTTP/1.1 {status}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        let mut chunked = Chunked(&mut out);
+        let _ = body(&mut chunked);
+        let _ = out.flush();
+        let _ = finish.recv();
+        let _ = out.write_all(b"0\r\n\r\n");
+        let _ = out.flush();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    });
+    addr
+}
+
+/// Writes each buffer as one HTTP/1.1 chunk.
+struct Chunked<'a, W: std::io::Write>(&'a mut W);
+
+impl<W: std::io::Write> std::io::Write for Chunked<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write!(self.0, "{:x}\r\n", buf.len())?;
+        self.0.write_all(buf)?;
+        self.0.write_all(b"\r\n")?;
+        self.0.flush()?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A process's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn get_streams_a_large_body_to_a_file_as_it_arrives_with_bounded_memory() {
+    const MIB: usize = 1024 * 1024;
+    const SENT: usize = 96 * MIB;
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, _seen_rx) = std::sync::mpsc::channel();
+    let addr = http1_server(
+        "200 OK",
+        |out| {
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..SENT / chunk.len() {
+                out.write_all(&chunk)?;
+            }
+            Ok(())
+        },
+        finish_rx,
+        seen_tx,
+    );
+    let dir = TempDir::new("get-stream");
+    let file = dir.join("body");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastfallback"))
+        .args([
+            "get",
+            &format!("http://127.0.0.1:{}/", addr.port()),
+            "-o",
+            &file,
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The whole body is in the file while the response has not ended: it was streamed, not
+    // collected first.
+    let start = std::time::Instant::now();
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) < SENT as u64 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "only {:?} bytes written",
+            std::fs::metadata(&file).map(|m| m.len())
+        );
+        assert!(child.try_wait().unwrap().is_none(), "get ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let peak = peak_rss_kib(child.id());
+    finish_tx.send(()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), SENT as u64);
+    // 96 MiB went through a process that never held more than a small part of it.
+    assert!(
+        peak < 48 * 1024,
+        "peak RSS {peak} KiB for a {} MiB body",
+        SENT / MIB
+    );
+    assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).starts_with("200 OK over HTTP/1.1, on a new connection"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn get_writes_the_body_and_only_the_body_to_stdout_with_diagnostics_on_stderr() {
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    finish_tx.send(()).unwrap();
+    let addr = http1_server(
+        "200 OK",
+        |out| out.write_all(b"hello, body\n"),
+        finish_rx,
+        seen_tx,
+    );
+    let url = format!("http://u:hunter2-secret@127.0.0.1:{}/path?q=1", addr.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"hello, body\n");
+    let err = stderr(&out);
+    assert!(err.contains("200 OK over HTTP/1.1"), "{err}");
+    assert!(err.contains("(12 bytes)"), "{err}");
+    let head = seen_rx.recv().unwrap();
+    assert!(head.starts_with("GET /path?q=1 HTTP/1.1\r\n"), "{head}");
+    assert!(
+        !head.contains("hunter2") && !err.contains("hunter2"),
+        "{head}{err}"
+    );
+}
+
+#[test]
+fn get_errors_hide_the_password_of_the_url() {
+    let closed = closed_port();
+    let url = format!("http://alice:hunter2-secret@127.0.0.1:{}/", closed.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "fastfallback: http://alice:***@127.0.0.1:{}/: ",
+            closed.port()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains("hunter2") && !stdout(&out).contains("hunter2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_origins_and_urls_exit_2_without_their_password() {
+    for args in [
+        &["connect", "tcp://u:hunter2-secret@bad host:1"][..],
+        &["connect", "tcp://u:hunter2-secret@bad host:1", "--json"],
+        &["connect", "https://u:hunter2@x.test:99999"],
+        &["get", "http://u:hunter2-secret@bad host/"],
+        &["get", "tcp://u:hunter2-secret@localhost:1"],
+        &["get", "not a url"],
+        &["connect", "localhost:1", "--proxy", "http://alice:hunter2"],
+        &[
+            "get",
+            "http://localhost:1/",
+            "--proxy",
+            "http://alice:hunter2",
+        ],
+    ] {
+        let out = fastfallback_within(args, LIMIT);
+        let (o, e) = (stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {o}{e}");
+        assert!(
+            !o.contains("hunter2") && !e.contains("hunter2"),
+            "{args:?}: {o}{e}"
+        );
+        assert!(
+            e.contains("invalid") || e.contains("bad --proxy URL"),
+            "{args:?}: {e}"
+        );
+    }
+}
+
+/// A one-request server answering `status` with `body`, and what it received.
+fn answering(
+    status: &'static str,
+    body: &'static [u8],
+) -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel();
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    finish_tx.send(()).unwrap();
+    let addr = http1_server(status, move |out| out.write_all(body), finish_rx, seen_tx);
+    (addr, seen_rx)
+}
+
+#[test]
+fn get_sends_the_method_headers_and_data_given() {
+    let (addr, seen) = answering("201 Created", b"made");
+    let url = format!("http://127.0.0.1:{}/items", addr.port());
+    let out = fastfallback_within(
+        &[
+            "get",
+            &url,
+            "-X",
+            "PUT",
+            "-H",
+            "X-Test: one two",
+            "-H",
+            "accept:text/plain",
+            "-d",
+            "payload=1",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"made");
+    let request = seen.recv().unwrap().to_ascii_lowercase();
+    assert!(request.starts_with("put /items http/1.1\r\n"), "{request}");
+    assert!(request.contains("\r\nx-test: one two\r\n"), "{request}");
+    assert!(request.contains("\r\naccept: text/plain\r\n"), "{request}");
+    assert!(request.ends_with("\r\n\r\npayload=1"), "{request}");
+
+    // -d alone makes a POST.
+    let (addr, seen) = answering("200 OK", b"");
+    let url = format!("http://127.0.0.1:{}/", addr.port());
+    let out = fastfallback_within(&["get", &url, "-d", "x"], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(seen.recv().unwrap().starts_with("POST / HTTP/1.1\r\n"));
+
+    for bad in [
+        &["-X", "BAD METHOD"][..],
+        &["-H", "no colon"],
+        &["-H", "bad name: x"],
+    ] {
+        let mut args = vec!["get", url.as_str()];
+        args.extend_from_slice(bad);
+        let out = fastfallback_within(&args, LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn get_fail_exits_1_on_an_error_status_without_writing_the_body() {
+    let (addr, _seen) = answering("404 Not Found", b"the error page");
+    let url = format!("http://127.0.0.1:{}/missing", addr.port());
+    let out = fastfallback_within(&["get", &url, "--fail"], LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("the server answered 404 Not Found"),
+        "{}",
+        stderr(&out)
+    );
+    // Without --fail, a 404 is a response like any other.
+    let (addr, _seen) = answering("404 Not Found", b"the error page");
+    let url = format!("http://127.0.0.1:{}/missing", addr.port());
+    let out = fastfallback_within(&["get", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"the error page");
+}
+
+#[test]
+fn get_json_prints_one_object_describing_the_exchange() {
+    let (addr, _seen) = answering("200 OK", b"0123456789");
+    let url = format!("http://u:hunter2@127.0.0.1:{}/", addr.port());
+    let out = fastfallback_within(&["get", &url, "--json"], LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["url"],
+        format!("http://u:***@127.0.0.1:{}/", addr.port())
+    );
+    assert_eq!(json["status"], 200);
+    assert_eq!(json["protocol"], "HTTP/1.1");
+    assert_eq!(json["source"], "new");
+    assert_eq!(json["bytes"], 10);
+    assert!(json["total_ms"].as_f64().unwrap() >= json["first_byte_ms"].as_f64().unwrap());
+    assert_eq!(json["report"]["winner"], 1);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }

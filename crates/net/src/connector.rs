@@ -24,9 +24,9 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -40,8 +40,8 @@ use fastfallback_proto::{
     Output, Phase, PooledId, Query, QueryKind, RaceError, Winner,
 };
 use fastfallback_route::{
-    Address, AddressError, Connectivity, Host, Lesson, MAX_FILE_BYTES, Nat64Prefix, NetworkId,
-    Proxy, RouteDatabase, SourceOf, SourceSelector, Zone,
+    Address, AddressError, Connectivity, Host, Lesson, Nat64Prefix, NetworkId, Proxy,
+    RouteDatabase, SourceOf, SourceSelector, Zone,
 };
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
@@ -50,6 +50,7 @@ use tokio::time::Sleep;
 
 use crate::attempt::{TcpConnect, attempt_error, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
+use crate::memory_file::MemoryFile;
 use crate::report::{LoneRace, QueryLog, RaceRecord, Story};
 use crate::{
     Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
@@ -117,7 +118,7 @@ fn tokio_instant(at: Instant) -> tokio::time::Instant {
     epoch() + at.elapsed().saturating_sub(CLOCK_BASE)
 }
 
-fn wall_secs() -> u64 {
+pub(crate) fn wall_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -307,126 +308,6 @@ impl Drop for Inner {
     }
 }
 
-/// The route-memory file of a connector: loaded at build, saved atomically now and then and
-/// when the last clone of the connector is dropped.
-struct MemoryFile {
-    path: PathBuf,
-    dirty: AtomicBool,
-    last_save: Mutex<Option<std::time::Instant>>,
-    /// Held while encoding and writing, so writes never interleave and the last one written
-    /// holds the newest memory.
-    writing: Mutex<()>,
-}
-
-/// The shortest time between two saves triggered by races.
-const SAVE_EVERY: Duration = Duration::from_secs(10);
-
-impl MemoryFile {
-    /// Loads `path` into `db`. A missing file is a first run; anything wrong with it is logged
-    /// and ignored (it is replaced on the next save). Never fails the build.
-    fn open(path: PathBuf, db: &RouteDatabase) -> Self {
-        let loaded = read_bounded(&path).and_then(|bytes| match bytes {
-            None => Ok(()),
-            Some(bytes) => db
-                .decode_into(&bytes, now(), wall_secs())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
-        });
-        if let Err(e) = loaded {
-            tracing::warn!(path = %path.display(), error = %e, "ignoring the route-memory file; it will be replaced");
-        }
-        Self {
-            path,
-            dirty: AtomicBool::new(false),
-            last_save: Mutex::new(None),
-            writing: Mutex::new(()),
-        }
-    }
-
-    /// Notes that memory changed; saves in the background if the last save is old enough.
-    fn changed(file: &Arc<Self>, db: &Arc<RouteDatabase>) {
-        file.dirty.store(true, Ordering::Relaxed);
-        let due = {
-            let mut last = file.last_save.lock().unwrap_or_else(|p| p.into_inner());
-            let now = std::time::Instant::now();
-            let due = last.is_none_or(|t| now.duration_since(t) >= SAVE_EVERY);
-            if due {
-                *last = Some(now);
-            }
-            due
-        };
-        if !due || tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let (file, db) = (Arc::clone(file), Arc::clone(db));
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = file.save_if_dirty(&db) {
-                tracing::warn!(path = %file.path.display(), error = %e, "cannot save route memory");
-            }
-        });
-    }
-
-    fn save(&self, db: &RouteDatabase) -> io::Result<()> {
-        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        self.dirty.store(false, Ordering::Relaxed);
-        let result = write_atomically(&self.path, &db.encode(now(), wall_secs()));
-        if result.is_err() {
-            self.dirty.store(true, Ordering::Relaxed);
-        }
-        result
-    }
-
-    /// Saves unless nothing changed since the last save. Waits for a save in progress first.
-    fn save_if_dirty(&self, db: &RouteDatabase) -> io::Result<()> {
-        let writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        let dirty = self.dirty.load(Ordering::Relaxed);
-        drop(writing);
-        if dirty { self.save(db) } else { Ok(()) }
-    }
-}
-
-/// Reads a file of at most [`MAX_FILE_BYTES`]; `None` if it does not exist.
-fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
-/// a reader sees the old file or the new one, never half of one. The file is private (0600).
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "memory file has no name"))?;
-    static WRITES: AtomicU64 = AtomicU64::new(0);
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    let n = WRITES.fetch_add(1, Ordering::Relaxed);
-    tmp_name.push(format!(".tmp{}.{n}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let result = (|| {
-        let mut f = options.open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 impl fmt::Debug for Connector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connector")
@@ -604,7 +485,9 @@ impl ConnectorBuilder {
     /// Keep route memory in `path` across processes: it is loaded at build (a corrupt,
     /// truncated, foreign or oversized file is ignored with a warning) and saved atomically
     /// with mode 0600, at most every 10 s after races that learned something, and when the
-    /// last clone of the connector is dropped. Opt-in; no peer has it.
+    /// last clone of the connector is dropped. A path that cannot be used fails the build
+    /// with [`BuildError::MemoryFile`]: a directory that is missing or cannot be written, or
+    /// something other than a regular file (a FIFO is never read). Opt-in; no peer has it.
     pub fn memory_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.memory_file = Some(path.into());
         self
@@ -738,7 +621,9 @@ impl ConnectorBuilder {
             None => None,
         };
         let memory_file = match (&db, self.memory_file) {
-            (Some(db), Some(path)) => Some(Arc::new(MemoryFile::open(path, db))),
+            (Some(db), Some(path)) => Some(Arc::new(
+                MemoryFile::open(path, db).map_err(BuildError::MemoryFile)?,
+            )),
             _ => None,
         };
         let sources = match self.sources {
@@ -797,6 +682,11 @@ pub enum BuildError {
     /// The ALPN settings cannot be met: ids the engine does not speak, or a policy and a TLS
     /// configuration that disagree.
     Alpn(String),
+    /// The route-memory file's path cannot be used: its directory is missing or cannot be
+    /// written, it is not a regular file (a FIFO, a device, a directory), or it cannot be
+    /// read. (A file that is merely corrupt is not an error: it is ignored with a warning and
+    /// replaced.)
+    MemoryFile(io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -806,6 +696,7 @@ impl fmt::Display for BuildError {
             Self::Resolver(e) => write!(f, "{e}"),
             Self::Tls(e) => write!(f, "invalid TLS configuration: {e}"),
             Self::Alpn(e) => write!(f, "ALPN: {e}"),
+            Self::MemoryFile(e) => write!(f, "route-memory file {e}"),
         }
     }
 }

@@ -45,11 +45,13 @@ mod ech;
 mod events;
 #[cfg(feature = "http")]
 mod hyper_connector;
+mod memory_file;
 #[cfg(feature = "http")]
 mod pool;
 mod proxy;
 mod report;
 mod resolve;
+mod shown;
 mod source;
 
 pub use attempt::{Dial, Dialing, Io, SocketOptions, Stream, Transport};
@@ -65,7 +67,8 @@ pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
 };
 pub use report::{
-    AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, QueryReport, RaceReport,
+    AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,
+    QueryReport, RaceReport,
 };
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;

@@ -91,37 +91,48 @@ async fn http_connect(
         .map_err(|e| io_error(&e, proxy))?;
     drop(request);
 
-    // Read the response head; bytes past it (a server that speaks first) are kept.
+    // Read the response head; bytes past it (a server that speaks first) are kept. Interim
+    // 1xx responses come before the final one and are skipped (RFC 9110 §15.2); the bound on
+    // the head counts them too, so a proxy cannot keep us reading interim heads forever.
     let mut head = Vec::with_capacity(256);
-    let end = loop {
-        if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if head.len() >= MAX_RESPONSE_HEAD {
-            return Err(tunnel_error(
+    let mut read_before = 0;
+    let (status, end) = loop {
+        let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if read_before + head.len() >= MAX_RESPONSE_HEAD {
+                return Err(tunnel_error(
+                    AttemptErrorKind::Io,
+                    format!("{proxy} sent a CONNECT response head over {MAX_RESPONSE_HEAD} bytes"),
+                ));
+            }
+            let mut chunk = [0u8; 1024];
+            let n = transport
+                .read(&mut chunk)
+                .await
+                .map_err(|e| io_error(&e, proxy))?;
+            if n == 0 {
+                return Err(io_error(
+                    &io::Error::from(io::ErrorKind::UnexpectedEof),
+                    proxy,
+                ));
+            }
+            head.extend_from_slice(&chunk[..n]);
+            continue;
+        };
+        let end = i + 4;
+        let status = parse_status(&head[..end]).ok_or_else(|| {
+            tunnel_error(
                 AttemptErrorKind::Io,
-                format!("{proxy} sent a CONNECT response head over {MAX_RESPONSE_HEAD} bytes"),
-            ));
+                format!("{proxy} answered CONNECT with something that is not HTTP/1.x"),
+            )
+        })?;
+        // 101 Switching Protocols is no answer to CONNECT: it stays a refusal below.
+        if (100..200).contains(&status.0) && status.0 != 101 {
+            read_before += end;
+            head.drain(..end);
+            continue;
         }
-        let mut chunk = [0u8; 1024];
-        let n = transport
-            .read(&mut chunk)
-            .await
-            .map_err(|e| io_error(&e, proxy))?;
-        if n == 0 {
-            return Err(io_error(
-                &io::Error::from(io::ErrorKind::UnexpectedEof),
-                proxy,
-            ));
-        }
-        head.extend_from_slice(&chunk[..n]);
+        break (status, end);
     };
-    let status = parse_status(&head[..end]).ok_or_else(|| {
-        tunnel_error(
-            AttemptErrorKind::Io,
-            format!("{proxy} answered CONNECT with something that is not HTTP/1.x"),
-        )
-    })?;
     if !(200..300).contains(&status.0) {
         let kind = match status.0 {
             // The proxy could not reach the origin.

@@ -63,8 +63,20 @@ pub struct QueryReport {
     /// When its answer arrived, if it did before the race ended.
     #[serde(rename = "answered_ms", serialize_with = "json::opt_millis")]
     pub answered: Option<Duration>,
-    /// The answer, if it arrived.
+    /// The answer, if it arrived: at most [`MAX_RECORDS_LISTED`] of its addresses or
+    /// records, in the server's order.
     pub answer: Option<AnswerReport>,
+    /// How many more addresses or records the answer held than `answer` lists (an answer of
+    /// 100 000 addresses must not make a report of megabytes). Left out of the JSON when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted: usize,
+}
+
+/// The most addresses or HTTPS records a [`QueryReport`] lists from one answer.
+pub const MAX_RECORDS_LISTED: usize = 16;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A DNS answer as the race received it.
@@ -83,11 +95,26 @@ pub enum AnswerReport {
 }
 
 impl AnswerReport {
-    fn of(answer: &DnsAnswer) -> Self {
+    /// The report of `answer`, listing at most [`MAX_RECORDS_LISTED`] of its addresses or
+    /// records, and how many it left out.
+    fn of(answer: &DnsAnswer) -> (Self, usize) {
+        let unlisted = |n: usize| n.saturating_sub(MAX_RECORDS_LISTED);
         match answer {
-            DnsAnswer::Addresses(a) => Self::Addresses(a.clone()),
-            DnsAnswer::Https(records) => Self::Https(records.iter().map(HttpsReport::of).collect()),
-            DnsAnswer::Error(e) => Self::Error(e.to_string()),
+            DnsAnswer::Addresses(a) => (
+                Self::Addresses(a.iter().take(MAX_RECORDS_LISTED).copied().collect()),
+                unlisted(a.len()),
+            ),
+            DnsAnswer::Https(records) => (
+                Self::Https(
+                    records
+                        .iter()
+                        .take(MAX_RECORDS_LISTED)
+                        .map(HttpsReport::of)
+                        .collect(),
+                ),
+                unlisted(records.len()),
+            ),
+            DnsAnswer::Error(e) => (Self::Error(e.to_string()), 0),
         }
     }
 }
@@ -549,15 +576,19 @@ impl Story {
             elapsed: since(self.race.end(), t0),
             queries: queries
                 .iter()
-                .map(|q| QueryReport {
-                    kind: q.query.kind,
-                    name: match &q.query.name {
-                        QueryName::Origin => None,
-                        QueryName::Target(n) => Some(n.to_string()),
-                    },
-                    sent: since(q.sent, t0),
-                    answered: q.answered.as_ref().map(|(t, _)| since(*t, t0)),
-                    answer: q.answered.as_ref().map(|(_, a)| AnswerReport::of(a)),
+                .map(|q| {
+                    let answer = q.answered.as_ref().map(|(_, a)| AnswerReport::of(a));
+                    QueryReport {
+                        kind: q.query.kind,
+                        name: match &q.query.name {
+                            QueryName::Origin => None,
+                            QueryName::Target(n) => Some(n.to_string()),
+                        },
+                        sent: since(q.sent, t0),
+                        answered: q.answered.as_ref().map(|(t, _)| since(*t, t0)),
+                        unlisted: answer.as_ref().map_or(0, |(_, n)| *n),
+                        answer: answer.map(|(a, _)| a),
+                    }
                 })
                 .collect(),
             attempts: RaceReport::attempts_from(race.attempts(), t0),
@@ -587,28 +618,44 @@ fn ms(d: Duration) -> f64 {
 
 impl fmt::Display for RaceReport {
     /// A plain timeline: one line per query and attempt, then the verdict. (The CLI draws the
-    /// same report as a waterfall with bars.)
+    /// same report as a waterfall with bars.) What the network chose (names, ALPN ids, error
+    /// texts) is shown with its control characters escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "race to {}", self.origin)?;
+        use crate::shown::escaped;
+        writeln!(f, "race to {}", escaped(&self.origin))?;
         for q in &self.queries {
             let what = match &q.name {
-                Some(name) => format!("{} {name}", q.kind),
+                Some(name) => format!("{} {}", q.kind, escaped(name)),
                 None => q.kind.to_string(),
             };
+            let a = q
+                .answer
+                .as_ref()
+                .map(|a| escaped(&a.to_string()).into_owned());
             write!(f, "  {:>8.1} ms  query {what:<5}", ms(q.sent))?;
-            match (&q.answered, &q.answer) {
+            match (&q.answered, a) {
+                (Some(t), Some(a)) if q.unlisted > 0 => {
+                    writeln!(f, " → {:.1} ms: {a}, and {} more", ms(*t), q.unlisted)?;
+                }
                 (Some(t), Some(a)) => writeln!(f, " → {:.1} ms: {a}", ms(*t))?,
                 _ => writeln!(f, " → no answer before the race ended")?,
             }
         }
         for a in &self.attempts {
-            write!(f, "  {:>8.1} ms  #{} {}", ms(a.started), a.id, a.plan)?;
+            write!(
+                f,
+                "  {:>8.1} ms  #{} {}",
+                ms(a.started),
+                a.id,
+                escaped(&a.plan)
+            )?;
             if let Some(t) = a.tcp_connected {
                 write!(f, "; tcp at {:.1} ms", ms(t))?;
             }
+            let outcome = a.outcome.to_string();
             match a.ended {
-                Some(t) => writeln!(f, "; {} at {:.1} ms", a.outcome, ms(t))?,
-                None => writeln!(f, "; {}", a.outcome)?,
+                Some(t) => writeln!(f, "; {} at {:.1} ms", escaped(&outcome), ms(t))?,
+                None => writeln!(f, "; {}", escaped(&outcome))?,
             }
         }
         let elapsed = ms(self.elapsed);
@@ -619,11 +666,11 @@ impl fmt::Display for RaceReport {
             (Some(id), _) => {
                 write!(f, "won by #{id} after {elapsed:.1} ms")?;
                 if let Some(alpn) = &self.alpn {
-                    write!(f, " (ALPN {alpn})")?;
+                    write!(f, " (ALPN {})", escaped(&alpn.to_string()))?;
                 }
                 Ok(())
             }
-            (None, Some(e)) => write!(f, "failed after {elapsed:.1} ms: {e}"),
+            (None, Some(e)) => write!(f, "failed after {elapsed:.1} ms: {}", escaped(e)),
             (None, None) => write!(f, "unfinished after {elapsed:.1} ms"),
         }
     }
@@ -736,6 +783,7 @@ mod tests {
                     answer: Some(AnswerReport::Addresses(vec![
                         "2001:db8::a".parse().unwrap(),
                     ])),
+                    unlisted: 0,
                 },
                 QueryReport {
                     kind: QueryKind::A,
@@ -743,6 +791,7 @@ mod tests {
                     sent: ms(5),
                     answered: None,
                     answer: None,
+                    unlisted: 0,
                 },
             ],
             attempts: vec![

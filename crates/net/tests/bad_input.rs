@@ -602,3 +602,132 @@ async fn a_server_requiring_a_client_certificate_fails_the_last_handshake_step_w
         Err(other) => panic!("{other}"),
     }
 }
+
+#[tokio::test]
+async fn a_huge_answer_keeps_the_error_and_the_report_small() {
+    // 100 000 A records, all on loopback where nothing listens: 32 are tried and refused,
+    // the rest skipped past the cap. Before, the error named every one (4.3 MB) and the report
+    // listed every address.
+    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let many: Vec<IpAddr> = (0..100_000u32)
+        .map(|i| IpAddr::V4(Ipv4Addr::from(0x7f00_0000 | (i + 1))))
+        .collect();
+    let dns = Canned::new(&[
+        (
+            "huge.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        ("huge.test", QueryKind::A, DnsAnswer::Addresses(many)),
+    ]);
+    let Err(ConnectError::Race(failure)) = connector(&dns)
+        .connect(&format!("tcp://huge.test:{closed}"))
+        .await
+    else {
+        panic!("every address is refused");
+    };
+    let text = ConnectError::Race(failure.clone()).to_string();
+    assert!(text.len() < 8 * 1024, "{} bytes: {text}", text.len());
+    assert!(text.contains("(32 attempts:"), "{text}");
+    assert!(
+        text.contains(" and 16 more)"),
+        "attempts past 16 are counted: {text}"
+    );
+    assert_eq!(failure.error.skipped.len(), 16);
+    assert_eq!(failure.error.skipped_more, 100_000 - 32 - 16);
+    assert!(
+        text.ends_with(&format!("; and {} more skipped", 100_000 - 32 - 16)),
+        "{text}"
+    );
+    let report = &failure.report;
+    let a = report
+        .queries
+        .iter()
+        .find(|q| q.kind == QueryKind::A)
+        .unwrap();
+    let Some(fastfallback_net::AnswerReport::Addresses(listed)) = &a.answer else {
+        panic!("{a:?}");
+    };
+    assert_eq!(listed.len(), fastfallback_net::MAX_RECORDS_LISTED);
+    assert_eq!(a.unlisted, 100_000 - fastfallback_net::MAX_RECORDS_LISTED);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["queries"][1]["unlisted"], 100_000 - 16);
+    assert_eq!(
+        json["queries"][1]["answer"]["addresses"]
+            .as_array()
+            .unwrap()
+            .len(),
+        16
+    );
+    let (json_len, shown_len) = (report.to_json().len(), report.to_string().len());
+    assert!(json_len < 64 * 1024, "{json_len} bytes of JSON");
+    assert!(shown_len < 32 * 1024, "{shown_len} bytes of text");
+    assert!(
+        report
+            .to_string()
+            .contains(&format!("and {} more", 100_000 - 16))
+    );
+}
+
+#[tokio::test]
+async fn a_tcp_origin_given_to_the_pool_is_refused_without_its_password() {
+    let pool = fastfallback_net::Pool::new(connector(&Canned::default()));
+    let Err(err) = pool.origin("tcp://user:hunter2-secret@127.0.0.1:80") else {
+        panic!("a tcp:// origin is not an HTTP origin");
+    };
+    let text = err.to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("\"tcp://127.0.0.1:80\" is not an http:// or https:// origin"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_report_shows_what_the_network_chose_with_its_control_characters_escaped() {
+    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // An ALPN id that would set the window title and clear the screen.
+    let evil = fastfallback_proto::Alpn::Other(b"h2\x1b]0;owned\x07\x1b[2J".to_vec());
+    let https = fastfallback_proto::HttpsRecord {
+        priority: 1,
+        target: String::new(),
+        alpn: vec![evil, fastfallback_proto::Alpn::H2],
+        ..Default::default()
+    };
+    let dns = Canned::new(&[
+        ("evil.test", QueryKind::Https, DnsAnswer::Https(vec![https])),
+        (
+            "evil.test",
+            QueryKind::Aaaa,
+            DnsAnswer::Addresses(Vec::new()),
+        ),
+        (
+            "evil.test",
+            QueryKind::A,
+            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
+        ),
+    ]);
+    let Err(err) = connector(&dns)
+        .connect(&format!("https://evil.test:{closed}"))
+        .await
+    else {
+        panic!("nothing listens");
+    };
+    let shown = err.report().unwrap().to_string();
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("alpn=h2\\x1b]0;owned\\x07\\x1b[2J,h2"),
+        "{shown}"
+    );
+}

@@ -425,3 +425,75 @@ async fn a_plain_tcp_connect_through_a_proxy_opens_its_tunnel_then_connects() {
     let won = conn.report().winning_attempt().unwrap();
     assert_eq!((won.tls, won.proxy.is_some()), (false, true));
 }
+
+/// A hand-written CONNECT proxy on loopback that answers each request with `interim` (1xx
+/// heads), then `200`, then `greeting` as the tunnel's first bytes.
+async fn proxy_answering(interim: &'static [u8], greeting: &'static [u8]) -> Proxy {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1 {
+                    request.push(byte[0]);
+                }
+                // Interim heads and the final one in separate writes, as a proxy relaying
+                // them would send them.
+                let _ = s.write_all(interim).await;
+                let _ = s.flush().await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+                let _ = s.write_all(greeting).await;
+                let mut sink = [0u8; 64];
+                let _ = s.read(&mut sink).await;
+            });
+        }
+    });
+    Proxy::http(Host::Ip(LOCALHOST), port)
+}
+
+#[tokio::test]
+async fn interim_1xx_responses_to_connect_are_skipped_before_the_final_200() {
+    let proxy = proxy_answering(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\nX-A: b\r\n\r\n",
+        b"hello",
+    )
+    .await;
+    let conn = Connector::builder()
+        .proxy(proxy)
+        .build()
+        .unwrap()
+        .connect("tcp://127.0.0.1:9")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (mut stream, _) = conn.into_parts();
+    let mut greeting = [0u8; 5];
+    stream.read_exact(&mut greeting).await.unwrap();
+    assert_eq!(
+        &greeting, b"hello",
+        "the bytes after the final head are the tunnel's"
+    );
+}
+
+#[tokio::test]
+async fn endless_interim_responses_to_connect_fail_the_tunnel_on_the_head_bound() {
+    // Many small 1xx heads add up past the 8 KiB bound.
+    let heads: &'static [u8] = Box::leak(
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+            .repeat(1000)
+            .into_boxed_slice(),
+    );
+    let proxy = proxy_answering(heads, b"").await;
+    let err = Connector::builder()
+        .proxy(proxy)
+        .build()
+        .unwrap()
+        .connect("tcp://127.0.0.1:9")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("response head over"), "{err}");
+}

@@ -124,6 +124,11 @@ impl Answers {
         self.resolution().map_or(&[], Resolution::skipped)
     }
 
+    /// [`Resolution::skipped_more`].
+    pub(crate) fn skipped_more(&self) -> usize {
+        self.resolution().map_or(0, Resolution::skipped_more)
+    }
+
     /// [`Resolution::note_skipped`]. A literal keeps no notes, so the finder never takes one
     /// as it is when it would skip it (see [`crate::FastFallbackExchangeFinder`]'s
     /// constructor); a note still reaches an aggregation built for it here.

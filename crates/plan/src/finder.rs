@@ -1512,6 +1512,7 @@ impl FastFallbackExchangeFinder {
                 .iter()
                 .map(|s| (s.what.clone(), s.why.clone()))
                 .collect(),
+            skipped_more: u32::try_from(self.resolution.skipped_more()).unwrap_or(u32::MAX),
         }));
     }
 }

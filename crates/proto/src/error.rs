@@ -235,18 +235,43 @@ pub struct RaceError {
     /// Every DNS query that failed or came back empty, in the order the answers arrived.
     pub dns: Vec<(Query, Option<DnsError>)>,
     /// Addresses that were skipped before any attempt, with the reason (for example a multicast
-    /// address in an AAAA answer).
+    /// address in an AAAA answer): the first few only, so an answer of 100 000 addresses does
+    /// not make an error of megabytes.
     pub skipped: Vec<(String, String)>,
+    /// How many more were skipped than `skipped` lists (a `u32`, which fits where the race's
+    /// output queue had padding: the finder's size counts).
+    pub skipped_more: u32,
 }
 
+/// The most attempts [`RaceError`]'s text lists one by one; it counts the rest.
+pub const MAX_ATTEMPTS_LISTED: usize = 16;
+
 impl RaceError {
-    /// The most informative attempt failure: the highest
-    /// [`AttemptErrorKind::informativeness`], ties broken by start order. Deterministic.
+    /// The most informative attempt failure: the attempt that got furthest (a failure in TLS
+    /// over one in a proxy tunnel over one in TCP, so an IPv4 attempt that stalled in TLS
+    /// tells more than an IPv6 one refused at the SYN), then the highest
+    /// [`AttemptErrorKind::informativeness`], ties broken by start order; an attempt the race
+    /// cancelled comes last, however far it got. Deterministic.
     pub fn primary(&self) -> Option<&AttemptFailure> {
+        fn reach(phase: Phase) -> u8 {
+            match phase {
+                Phase::Tcp => 0,
+                Phase::Tunnel => 1,
+                Phase::Tls => 2,
+            }
+        }
         self.attempts
             .iter()
             .enumerate()
-            .max_by_key(|(i, a)| (a.error.kind.informativeness(), std::cmp::Reverse(*i)))
+            .max_by_key(|(i, a)| {
+                let kind = a.error.kind;
+                (
+                    kind != AttemptErrorKind::Cancelled,
+                    reach(a.error.phase),
+                    kind.informativeness(),
+                    std::cmp::Reverse(*i),
+                )
+            })
             .map(|(_, a)| a)
     }
 }
@@ -254,17 +279,29 @@ impl RaceError {
 impl fmt::Display for RaceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.kind)?;
-        if let Some(p) = self.primary() {
+        let primary = self.primary();
+        if let Some(p) = primary {
             write!(
                 f,
                 "; most telling: attempt {} to {}: {}",
                 p.id, p.addr, p.error
             )?;
         }
-        if !self.attempts.is_empty() {
+        // Each cause once: the most telling one is named above (and a lone attempt is all of
+        // them).
+        if self.attempts.len() > 1 {
             write!(f, " ({} attempts:", self.attempts.len())?;
-            for a in &self.attempts {
-                write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+            for a in self.attempts.iter().take(MAX_ATTEMPTS_LISTED) {
+                if primary.is_some_and(|p| p.id == a.id) {
+                    write!(f, " [{} {}: above]", a.id, a.addr)?;
+                } else {
+                    write!(f, " [{} {} {}]", a.id, a.addr, a.error)?;
+                }
+            }
+            if let Some(more) = self.attempts.len().checked_sub(MAX_ATTEMPTS_LISTED)
+                && more > 0
+            {
+                write!(f, " and {more} more")?;
             }
             f.write_str(")")?;
         }
@@ -276,6 +313,9 @@ impl fmt::Display for RaceError {
         }
         for (addr, why) in &self.skipped {
             write!(f, "; skipped {addr}: {why}")?;
+        }
+        if self.skipped_more > 0 {
+            write!(f, "; and {} more skipped", self.skipped_more)?;
         }
         Ok(())
     }
@@ -306,5 +346,76 @@ impl From<RaceError> for std::io::Error {
             },
         };
         Self::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(id: u32, kind: AttemptErrorKind, phase: Phase) -> AttemptFailure {
+        AttemptFailure {
+            id: id_of(id),
+            addr: SocketAddr::from(([127, 0, 0, 1], 443)),
+            started: Instant::ZERO,
+            elapsed: Duration::ZERO,
+            error: AttemptError::new(kind, phase, ""),
+        }
+    }
+
+    fn id_of(n: u32) -> AttemptId {
+        (1..n).fold(AttemptId::FIRST, |id, _| id.next().unwrap())
+    }
+
+    fn race(attempts: Vec<AttemptFailure>) -> RaceError {
+        RaceError {
+            kind: RaceErrorKind::AllAttemptsFailed,
+            attempts,
+            dns: Vec::new(),
+            skipped: Vec::new(),
+            skipped_more: 0,
+        }
+    }
+
+    #[test]
+    fn the_most_telling_cause_is_the_attempt_that_got_furthest() {
+        // IPv6 refused at the SYN; IPv4 connected and then timed out in TLS.
+        let err = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::TimedOut, Phase::Tls),
+        ]);
+        assert_eq!(err.primary().unwrap().id, id_of(2));
+        let tunnel = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::Refused, Phase::Tunnel),
+        ]);
+        assert_eq!(tunnel.primary().unwrap().id, id_of(2));
+        // A cancelled attempt tells nothing, however far it got.
+        let err = race(vec![
+            failure(1, AttemptErrorKind::Cancelled, Phase::Tls),
+            failure(2, AttemptErrorKind::Unreachable, Phase::Tcp),
+            failure(3, AttemptErrorKind::Refused, Phase::Tcp),
+        ]);
+        assert_eq!(err.primary().unwrap().id, id_of(3));
+    }
+
+    #[test]
+    fn a_race_error_states_each_cause_once() {
+        let mut one = race(vec![failure(1, AttemptErrorKind::Refused, Phase::Tcp)]);
+        one.attempts[0].error.detail = "the one cause".to_owned();
+        let text = one.to_string();
+        assert_eq!(text.matches("the one cause").count(), 1, "{text}");
+        assert!(!text.contains("attempts:"), "{text}");
+
+        let mut two = race(vec![
+            failure(1, AttemptErrorKind::Refused, Phase::Tcp),
+            failure(2, AttemptErrorKind::Tls, Phase::Tls),
+        ]);
+        two.attempts[0].error.detail = "first cause".to_owned();
+        two.attempts[1].error.detail = "second cause".to_owned();
+        let text = two.to_string();
+        assert_eq!(text.matches("second cause").count(), 1, "{text}");
+        assert_eq!(text.matches("first cause").count(), 1, "{text}");
+        assert!(text.contains("(2 attempts: [#1 127.0.0.1:443 connection refused during tcp: first cause] [#2 127.0.0.1:443: above])"), "{text}");
     }
 }

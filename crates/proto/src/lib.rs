@@ -33,7 +33,10 @@ mod time;
 
 pub use alpn::{Alpn, AlpnOffer, Protocol};
 pub use dns::{DnsAnswer, DnsError, HttpsRecord, Query, QueryKind, QueryName};
-pub use error::{AttemptError, AttemptErrorKind, AttemptFailure, Phase, RaceError, RaceErrorKind};
+pub use error::{
+    AttemptError, AttemptErrorKind, AttemptFailure, MAX_ATTEMPTS_LISTED, Phase, RaceError,
+    RaceErrorKind,
+};
 pub use event::{AttemptEvent, CancelReason, Output, Winner};
 pub use family::Family;
 pub use hash::{FxBuildHasher, FxHasher};

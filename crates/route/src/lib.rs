@@ -46,8 +46,8 @@ pub use memory::{
 };
 pub use nat64::{Nat64Error, Nat64Prefix};
 pub use resolution::{
-    AnswerLimits, Candidate, Connectivity, MAX_ALIAS_CHAIN, MAX_TARGET_NAMES, Resolution,
-    ServiceInfo, Skipped,
+    AnswerLimits, Candidate, Connectivity, MAX_ALIAS_CHAIN, MAX_SKIPPED_LISTED, MAX_TARGET_NAMES,
+    Resolution, ServiceInfo, Skipped,
 };
 pub use sort::{HostModel, Source, SourceOf, SourceSelector};
 

@@ -124,6 +124,18 @@ impl Default for AnswerLimits {
     }
 }
 
+/// The most skipped addresses and records a resolution keeps, with their reasons; the rest
+/// are only counted ([`Resolution::skipped_more`]).
+pub const MAX_SKIPPED_LISTED: usize = 16;
+
+/// What a resolution skipped: the first [`MAX_SKIPPED_LISTED`], and a count of the rest (an
+/// answer of 100 000 addresses must not make an error of megabytes).
+#[derive(Clone, Debug, Default)]
+struct SkippedList {
+    listed: Vec<Skipped>,
+    more: usize,
+}
+
 /// An address (or record) skipped before any attempt, and why. Reported in the race's error.
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct Skipped {
@@ -300,7 +312,8 @@ pub struct Resolution {
     /// Inline for the first: a name with one family answers one query empty, and that entry
     /// should not cost an allocation per race.
     errors: SmallVec<[(Query, Option<DnsError>); 1]>,
-    skipped: Vec<Skipped>,
+    /// What was skipped; boxed, as most races skip nothing and the finder's size counts.
+    skipped: Option<Box<SkippedList>>,
     /// What the client offers in ALPN: HTTPS records with none of it are skipped.
     offer: AlpnOffer,
     /// Seeds the shuffle of equal-priority HTTPS records and the pick among aliases.
@@ -360,7 +373,7 @@ impl Resolution {
             first_positive_at: None,
             moved_on: false,
             errors: SmallVec::new(),
-            skipped: Vec::new(),
+            skipped: None,
             offer: AlpnOffer::Both,
             seed: 0,
             ech: false,
@@ -545,7 +558,12 @@ impl Resolution {
     }
 
     fn skip(&mut self, what: impl Into<String>, why: impl Into<String>) {
-        self.skipped.push(Skipped {
+        let list = self.skipped.get_or_insert_default();
+        if list.listed.len() == MAX_SKIPPED_LISTED {
+            list.more += 1;
+            return;
+        }
+        list.listed.push(Skipped {
             what: what.into(),
             why: why.into(),
         });
@@ -1028,9 +1046,14 @@ impl Resolution {
         &self.errors
     }
 
-    /// Addresses and records skipped, with reasons.
+    /// Addresses and records skipped, with reasons: the first [`MAX_SKIPPED_LISTED`].
     pub fn skipped(&self) -> &[Skipped] {
-        &self.skipped
+        self.skipped.as_ref().map_or(&[], |s| &s.listed)
+    }
+
+    /// How many more were skipped than [`Self::skipped`] lists.
+    pub fn skipped_more(&self) -> usize {
+        self.skipped.as_ref().map_or(0, |s| s.more)
     }
 
     /// A family whose addresses were skipped because the host has no route for it, if any
@@ -1377,7 +1400,9 @@ mod tests {
             .iter()
             .filter(|s| s.why == format!("more than {MAX_TARGET_NAMES} names to ask about"))
             .count();
-        assert_eq!(over, 40 - MAX_TARGET_NAMES);
+        // The first MAX_SKIPPED_LISTED are listed with the reason, the rest counted.
+        assert_eq!(over, MAX_SKIPPED_LISTED.min(40 - MAX_TARGET_NAMES));
+        assert_eq!(over + r.skipped_more(), 40 - MAX_TARGET_NAMES);
     }
 
     #[test]

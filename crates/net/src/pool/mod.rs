@@ -468,8 +468,10 @@ impl Pool {
     pub fn origin(&self, url: &str) -> Result<Origin, ExchangeError> {
         let address = Address::parse(url).map_err(ExchangeError::InvalidOrigin)?;
         if address.scheme() == Scheme::Tcp {
+            // The address as parsed, not the URL as given: that may hold a password.
             return Err(ExchangeError::InvalidRequest(format!(
-                "{url:?} is not an http:// or https:// origin"
+                "{:?} is not an http:// or https:// origin",
+                address.to_string()
             )));
         }
         Ok(self.origin_of(address))
