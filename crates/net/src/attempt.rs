@@ -318,10 +318,10 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
         io::ErrorKind::UnexpectedEof if phase == Phase::Tls => AttemptErrorKind::Reset,
         _ => AttemptErrorKind::Io,
     };
-    // The kind already names the failure; the detail adds where and the raw errno.
+    // The kind already names the failure; the detail adds where and the errno, by its name.
     let detail = match (kind, e.raw_os_error()) {
         (AttemptErrorKind::Io, _) | (_, None) => format!("{during}: {e}"),
-        (_, Some(code)) => format!("{during}: os error {code}"),
+        (_, Some(code)) => format!("{during}: {}", errno_name(code)),
     };
     AttemptError::new(kind, phase, detail)
         .with_io_kind(e.kind())
@@ -329,6 +329,24 @@ pub(crate) fn attempt_error(e: &io::Error, phase: Phase, during: &str) -> Attemp
             Some(code) => io::Error::from_raw_os_error(code),
             None => io::Error::new(e.kind(), e.to_string()),
         })
+}
+
+/// The symbolic name of an errno the kinds above stand for (`ECONNREFUSED`), as `connect(2)`
+/// documents them; another one as `errno N`.
+fn errno_name(code: i32) -> std::borrow::Cow<'static, str> {
+    let name = match code {
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::EPIPE => "EPIPE",
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        _ => return format!("errno {code}").into(),
+    };
+    name.into()
 }
 
 macro_rules! delegate_io {

@@ -161,6 +161,23 @@ async fn every_attempt_refused_reports_each_cause_in_start_order() {
     assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
 }
 
+/// A refused attempt reads "connection refused during tcp: connect: ECONNREFUSED": the errno
+/// by the name connect(2) gives it, not "os error 111".
+#[tokio::test]
+async fn a_refused_attempt_names_its_errno_not_its_number() {
+    let (port, _none) = listen(&[]).await;
+    let err = connector(pinned())
+        .connect(&format!("127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    let race = err.race_error().expect("a race ran");
+    assert_eq!(
+        race.attempts[0].error.to_string(),
+        "connection refused during tcp: connect: ECONNREFUSED"
+    );
+    assert!(!err.to_string().contains("os error"), "{err}");
+}
+
 #[tokio::test]
 async fn unknown_name_fails_with_the_dns_errors_and_no_attempt() {
     let err = connector(pinned())
