@@ -208,7 +208,7 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         );
     }
     if let Some(e) = &report.error {
-        let _ = writeln!(out, "  {RED}error{RED:#}   {}", escaped(e));
+        let _ = writeln!(out, "  {RED}error{RED:#}   {}", escaped(&e.message));
     }
     out
 }
@@ -216,8 +216,16 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fastfallback_net::{AnswerReport, AttemptReport, QueryReport};
-    use fastfallback_proto::{CancelReason, Phase, QueryKind};
+    use fastfallback_net::{AnswerReport, AttemptReport, QueryReport, ReportError};
+    use fastfallback_proto::{CancelReason, Phase, QueryKind, RaceErrorKind};
+
+    /// A failed race's error with this text.
+    fn failure(message: String) -> ReportError {
+        ReportError {
+            kind: RaceErrorKind::AllAttemptsFailed,
+            message,
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -344,7 +352,7 @@ mod tests {
             Phase::Tcp,
             "refused",
         ));
-        r.error = Some("every attempt failed".to_owned());
+        r.error = Some(failure("every attempt failed".to_owned()));
         let text = plain(&render(&r, 20));
         assert!(text.starts_with("race to https://example.test:443: failed in 200.0 ms"));
         assert!(text.contains("failed: connection refused"), "{text}");
@@ -379,7 +387,7 @@ mod tests {
             Phase::Tls,
             format!("alert from the peer{TITLE}"),
         ));
-        r.error = Some(format!("the server said{TITLE}"));
+        r.error = Some(failure(format!("the server said{TITLE}")));
         let styled = render(&r, 20);
         // Our own styles are there; none of the network's escapes are.
         assert!(styled.contains(&format!("{}won", GREEN.bold())), "{styled}");

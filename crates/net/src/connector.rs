@@ -51,7 +51,7 @@ use tokio::time::Sleep;
 use crate::attempt::{TcpConnect, attempt_error, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
 use crate::memory_file::MemoryFile;
-use crate::report::{LoneRace, QueryLog, RaceRecord, Story};
+use crate::report::{LoneRace, QueryLog, RaceRecord, ReportError, Story};
 use crate::{
     Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
     SocketOptions, Stream, Transport, detect_network,
@@ -701,7 +701,17 @@ impl fmt::Display for BuildError {
     }
 }
 
-impl std::error::Error for BuildError {}
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Policy(e) => Some(e),
+            Self::Resolver(e) => Some(e),
+            Self::Tls(e) => Some(e),
+            Self::MemoryFile(e) => Some(e),
+            Self::Alpn(_) => None,
+        }
+    }
+}
 
 /// Why a connect failed. Race failures carry the full report.
 #[derive(Debug)]
@@ -713,6 +723,9 @@ pub enum ConnectError {
     Race(Box<RaceFailure>),
     /// Something this driver does not do (named).
     Unsupported(&'static str),
+    /// One of the driver's own invariants broke (named): a bug in this crate, not a network
+    /// or input problem. Please report it.
+    Internal(&'static str),
 }
 
 /// A lost race: why, and everything that happened.
@@ -768,6 +781,10 @@ impl fmt::Display for ConnectError {
                 Ok(())
             }
             Self::Unsupported(what) => write!(f, "not supported by this driver yet: {what}"),
+            Self::Internal(what) => write!(
+                f,
+                "internal error in fastfallback (a bug, please report it): {what}"
+            ),
         }
     }
 }
@@ -777,7 +794,7 @@ impl std::error::Error for ConnectError {
         match self {
             Self::InvalidAddress(e) => Some(e),
             Self::Race(r) => Some(&r.error),
-            Self::Unsupported(_) => None,
+            Self::Unsupported(_) | Self::Internal(_) => None,
         }
     }
 }
@@ -788,6 +805,7 @@ impl From<ConnectError> for io::Error {
             ConnectError::Race(r) => Self::from(r.error),
             ConnectError::InvalidAddress(a) => Self::new(io::ErrorKind::InvalidInput, a),
             ConnectError::Unsupported(_) => Self::new(io::ErrorKind::Unsupported, e),
+            ConnectError::Internal(_) => Self::other(e),
         }
     }
 }
@@ -1233,7 +1251,7 @@ impl Connector {
             }
         }
         (
-            Err(ConnectError::Unsupported("an address with no route")),
+            Err(ConnectError::Internal("an address with no route")),
             lessons,
         )
     }
@@ -1309,7 +1327,7 @@ fn connection(raced: Result<Raced, ConnectError>) -> Result<Connection, ConnectE
     match raced {
         Ok(Raced::Connected(c)) => Ok(c),
         // Only a race run for the pool is offered pooled connections.
-        Ok(Raced::Pooled { .. }) => Err(ConnectError::Unsupported("pooled connections")),
+        Ok(Raced::Pooled { .. }) => Err(ConnectError::Internal("pooled connections")),
         Err(e) => Err(e),
     }
 }
@@ -1500,9 +1518,7 @@ impl Future for Racing {
         let this = self.get_mut();
         // `Race::end` takes the race's state.
         if matches!(this.race.state, RaceState::Ended) {
-            return Poll::Ready(Err(ConnectError::Unsupported(
-                "a race polled after it ended",
-            )));
+            return Poll::Ready(Err(ConnectError::Internal("a race polled after it ended")));
         }
         loop {
             if this.turn_due {
@@ -1944,7 +1960,7 @@ impl Race {
         let (winner, alpn) = match &ending {
             Ending::Won(id) => {
                 let Some((_, won_stream, alpn)) = self.finished.take() else {
-                    return Err(ConnectError::Unsupported("a winner without a stream"));
+                    return Err(ConnectError::Internal("a winner without a stream"));
                 };
                 stream = Some(won_stream);
                 (Some(Winner::Attempt(*id)), alpn)
@@ -1981,13 +1997,13 @@ impl Race {
                     end: t.at(),
                 }
             }
-            RaceState::Ended => return Err(ConnectError::Unsupported("a race that ended twice")),
+            RaceState::Ended => return Err(ConnectError::Internal("a race that ended twice")),
         };
         let story = Story { race };
         match ending {
             Ending::Won(id) => {
                 let Some(stream) = stream else {
-                    return Err(ConnectError::Unsupported("a winner without a stream"));
+                    return Err(ConnectError::Internal("a winner without a stream"));
                 };
                 tracing::debug!(%id, "race won");
                 Ok(Raced::Connected(Connection {
@@ -2009,13 +2025,11 @@ impl Race {
                         story,
                     })
                 }
-                None => Err(ConnectError::Unsupported(
-                    "a pooled winner without its lease",
-                )),
+                None => Err(ConnectError::Internal("a pooled winner without its lease")),
             },
             Ending::Failed(error) => {
                 let mut report = story.report();
-                report.error = Some(error.to_string());
+                report.error = Some(ReportError::from(&error));
                 Err(ConnectError::Race(Box::new(RaceFailure {
                     earlier: Vec::new(),
                     error,
@@ -2221,6 +2235,28 @@ impl Race {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A build error keeps what caused it as its `source()` (here the file system's error).
+    #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+    #[test]
+    fn a_build_error_keeps_its_cause_as_its_source() {
+        let err = Connector::builder()
+            .memory_file("/nonexistent-directory-of-this-test/memory")
+            .build()
+            .expect_err("a missing directory is refused");
+        let source = std::error::Error::source(&err).expect("a source");
+        assert!(source.is::<io::Error>(), "{source:?}");
+    }
+
+    /// A broken invariant is its own kind, never "unsupported", and says it is a bug.
+    #[test]
+    fn an_internal_error_is_told_apart_from_an_unsupported_feature() {
+        let e = ConnectError::Internal("a race that ended twice");
+        assert!(e.to_string().contains("a bug"), "{e}");
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Other);
+        let unsupported: io::Error = ConnectError::Unsupported("QUIC").into();
+        assert_eq!(unsupported.kind(), io::ErrorKind::Unsupported);
+    }
 
     /// The provider's random generator is set up when the first connector is built, not
     /// in the first handshake (whose report would count it as TLS).

@@ -68,7 +68,7 @@ pub use pool::{
 };
 pub use report::{
     AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,
-    QueryReport, RaceReport,
+    QueryReport, RaceReport, ReportError,
 };
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
 pub use source::KernelSources;

@@ -59,23 +59,38 @@ pub struct HickoryResolver {
     inner: TokioResolver,
 }
 
-/// Why a resolver could not be built.
+/// Why a resolver could not be built. hickory's own error is its
+/// [`source`](std::error::Error::source).
 #[derive(Debug)]
-pub struct ResolverError(String);
+pub struct ResolverError {
+    cause: Box<dyn std::error::Error + Send + Sync>,
+}
 
-impl fmt::Display for ResolverError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot set up the DNS resolver: {}", self.0)
+impl ResolverError {
+    fn new(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            cause: Box::new(cause),
+        }
     }
 }
 
-impl std::error::Error for ResolverError {}
+impl fmt::Display for ResolverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot set up the DNS resolver: {}", self.cause)
+    }
+}
+
+impl std::error::Error for ResolverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.cause)
+    }
+}
 
 impl HickoryResolver {
     /// A resolver that reads the system configuration (`/etc/resolv.conf` on Unix).
     pub fn from_system_conf() -> Result<Self, ResolverError> {
-        let builder = TokioResolver::builder_tokio().map_err(|e| ResolverError(e.to_string()))?;
-        let inner = builder.build().map_err(|e| ResolverError(e.to_string()))?;
+        let builder = TokioResolver::builder_tokio().map_err(ResolverError::new)?;
+        let inner = builder.build().map_err(ResolverError::new)?;
         Ok(Self { inner })
     }
 
@@ -99,7 +114,7 @@ impl HickoryResolver {
         let inner = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
             .with_options(opts)
             .build()
-            .map_err(|e| ResolverError(e.to_string()))?;
+            .map_err(ResolverError::new)?;
         Ok(Self { inner })
     }
 
@@ -307,6 +322,18 @@ mod tests {
     use hickory_resolver::proto::rr::Name;
     use hickory_resolver::proto::rr::rdata::HTTPS;
     use hickory_resolver::proto::rr::rdata::svcb::{self, SVCB};
+
+    /// hickory's error is kept whole, as the source, not flattened into text.
+    #[test]
+    fn a_resolver_error_keeps_hickorys_error_as_its_source() {
+        let e = ResolverError::new(std::io::Error::other("no name servers"));
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<std::io::Error>());
+        assert_eq!(
+            e.to_string(),
+            "cannot set up the DNS resolver: no name servers"
+        );
+    }
 
     fn record(params: Vec<(SvcParamKey, SvcParamValue)>) -> HttpsRecord {
         https_record(&HTTPS(SVCB::new(1, Name::root(), params)))

@@ -150,13 +150,9 @@ async fn every_attempt_refused_reports_each_cause_in_start_order() {
     );
     let report = err.report().unwrap();
     assert_eq!(report.winner, None);
-    assert!(
-        report
-            .error
-            .as_deref()
-            .unwrap()
-            .contains("every connection attempt failed")
-    );
+    let error = report.error.as_ref().unwrap();
+    assert_eq!(error.kind, RaceErrorKind::AllAttemptsFailed, "typed");
+    assert!(error.message.contains("every connection attempt failed"));
     let io: std::io::Error = err.into();
     assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
 }
