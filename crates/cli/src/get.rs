@@ -358,7 +358,18 @@ async fn fetch(
     // Frame by frame: memory stays at one frame, whatever the body's length.
     let mut body = response.into_body();
     let mut bytes = 0u64;
-    while let Some(frame) = body.frame().await {
+    loop {
+        // What has arrived reaches the file or the terminal before waiting for more.
+        let next = match futures::FutureExt::now_or_never(body.frame()) {
+            Some(next) => next,
+            None => {
+                sink.flush().map_err(Failure::Write)?;
+                body.frame().await
+            }
+        };
+        let Some(frame) = next else {
+            break;
+        };
         let frame = frame.map_err(|e| exchange_error(&e))?;
         if let Some(data) = frame.data_ref() {
             bytes += data.len() as u64;
