@@ -2,45 +2,10 @@
 //! and URLs as typed with their passwords hidden.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
-/// Whether `c` must not reach a terminal as it is: C0 and C1 controls (escape sequences set
-/// the window title, clear the screen, move the cursor) and the invisible format characters
-/// that reorder or hide text (bidirectional overrides and isolates, zero-width characters).
-fn unsafe_to_show(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2069}'
-            | '\u{feff}')
-}
-
-/// `s` safe for a terminal: every control or invisible format character shown escaped
-/// (`\x1b`, `\n`, `\u{202e}`), and a backslash doubled so an escape shown is never
-/// ambiguous. Borrowed when there is nothing to escape.
-pub(crate) fn escaped(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c == '\\' || unsafe_to_show(c)) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if unsafe_to_show(c) && (c as u32) < 0x100 => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if unsafe_to_show(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
+/// `s` safe for a terminal: the driver's own escaping ([`fastfallback_net::escaped`]), so
+/// the waterfall, the errors and `RaceReport`'s text escape alike.
+pub(crate) use fastfallback_net::escaped;
 
 /// Where the userinfo of a URL (or `user:password@host:port` target) ends: the byte index of
 /// its `@`, if it has one. The authority runs to the first `/`, `?` or `#`; a password typed

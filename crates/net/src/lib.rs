@@ -71,6 +71,7 @@ pub use report::{
     QueryReport, RaceReport, ReportError,
 };
 pub use resolve::{Answer, HickoryResolver, Resolve, ResolverError, StaticResolver};
+pub use shown::escaped;
 pub use source::KernelSources;
 
 pub use fastfallback_plan::FallbackPolicy;

@@ -16,9 +16,16 @@ fn unsafe_to_show(c: char) -> bool {
             | '\u{feff}')
 }
 
-/// `s` with each control or invisible format character escaped (`\x1b`, `\n`, `\u{202e}`)
-/// and each backslash doubled; borrowed when there is nothing to escape.
-pub(crate) fn escaped(s: &str) -> Cow<'_, str> {
+/// `s` safe to show a person on a terminal: each control or invisible format character
+/// escaped (`\x1b`, `\n`, `\u{202e}`) and each backslash doubled, so an escape sequence a DNS
+/// server or a peer put in a name, an ALPN id or an error text is shown, not obeyed.
+/// Borrowed when there is nothing to escape.
+///
+/// ```
+/// assert_eq!(fastfallback_net::escaped("h2\u{1b}]0;owned\u{7}"), "h2\\x1b]0;owned\\x07");
+/// assert_eq!(fastfallback_net::escaped("plain.example"), "plain.example");
+/// ```
+pub fn escaped(s: &str) -> Cow<'_, str> {
     if !s.chars().any(|c| c == '\\' || unsafe_to_show(c)) {
         return Cow::Borrowed(s);
     }
