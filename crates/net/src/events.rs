@@ -112,7 +112,7 @@ pub enum CallEvent {
     },
 }
 
-/// Receives the events of the calls it is given to ([`crate::Pool::call`]).
+/// Receives the events of the calls it is given to ([`crate::Pool::exchange_with`]).
 pub trait EventListener: Send + Sync + 'static {
     /// One event, in order.
     fn event(&self, event: &CallEvent);
