@@ -14,7 +14,7 @@ impl ConnectorBuilder {
     /// roots given to [`Self::root_certificates`]. Call it once per CA bundle.
     ///
     /// Fails when `pem` holds no certificate, a section is malformed, or a certificate
-    /// cannot be a trust anchor. With [`Self::platform_verifier`] it fails too: the
+    /// cannot be a trust anchor. With `platform_verifier` (a feature) it fails too: the
     /// operating system's verifier takes no extra roots here (add the CA to the system's
     /// store instead).
     ///
