@@ -515,7 +515,7 @@ impl Pool {
 
     /// [`Self::exchange`] with per-call settings: an exclusive connection, an
     /// [`EventListener`] for the call's events. (Not `call`: that name is
-    /// [`tower_service::Service::call`]'s, which `Pool` implements.)
+    /// `tower_service::Service::call`'s, which `Pool` implements.)
     pub fn exchange_with<'a>(&'a self, origin: &'a Origin, call: Call) -> ExchangeFuture<'a> {
         let plain = call.listener.is_none() && !call.exclusive;
         let state = if plain && Arc::ptr_eq(&origin.inner.shared, &self.shared) {

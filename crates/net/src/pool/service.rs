@@ -1,4 +1,4 @@
-//! [`Pool`] as a [`tower_service::Service`] of requests, and the one request body type it
+//! [`Pool`] as a `tower_service::Service` of requests, and the one request body type it
 //! takes ([`RequestBody`]), so that a tower stack over the pool needs no type annotations.
 
 use std::fmt;
@@ -14,8 +14,8 @@ use http_body_util::combinators::UnsyncBoxBody;
 use super::conn::BoxError;
 use super::{Body, ExchangeError, Pool};
 
-/// The request body of [`Pool`]'s [`tower_service::Service`] implementation: bytes in memory,
-/// or any [`http_body::Body`] of [`Bytes`] frames, streamed as it is produced (see
+/// The request body of [`Pool`]'s `tower_service::Service` implementation: bytes in memory,
+/// or any `http_body::Body` of `Bytes` frames, streamed as it is produced (see
 /// [`crate::Exchange::send_body`]), trailers included.
 ///
 /// `Pool` is a `Service` of `http::Request<RequestBody>` only, not of every body type: with
@@ -37,7 +37,7 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    /// Any body of [`Bytes`] frames, streamed as it is produced.
+    /// Any body of `Bytes` frames, streamed as it is produced.
     pub fn new<B>(body: B) -> Self
     where
         B: HttpBody<Data = Bytes> + Send + 'static,
