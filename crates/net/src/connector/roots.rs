@@ -78,3 +78,25 @@ impl ConnectorBuilder {
 fn pem_error(what: String) -> BuildError {
     BuildError::Tls(rustls::Error::General(format!("root certificates: {what}")))
 }
+
+#[cfg(all(test, feature = "platform-verifier"))]
+mod tests {
+    use crate::{BuildError, Connector};
+
+    #[test]
+    fn the_platform_verifier_refuses_extra_roots_instead_of_ignoring_them() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = ca.self_signed(&key).unwrap().pem();
+        let result = Connector::builder()
+            .platform_verifier()
+            .add_root_pem(pem.as_bytes());
+        let Err(BuildError::Tls(e)) = result else {
+            panic!("extra roots were accepted beside the platform verifier");
+        };
+        assert!(e.to_string().contains("platform verifier"), "{e}");
+        // Without it, the same PEM is taken.
+        assert!(Connector::builder().add_root_pem(pem.as_bytes()).is_ok());
+    }
+}
