@@ -404,7 +404,8 @@ impl ConnectorBuilder {
         self
     }
 
-    /// Trust these roots instead of the webpki set (for private CAs and tests).
+    /// Trust these roots instead of the webpki set (for private CAs and tests). To add a CA
+    /// from PEM to the webpki set instead: [`Self::add_root_pem`].
     pub fn root_certificates(mut self, roots: RootCertStore) -> Self {
         self.roots = Roots::Custom(roots);
         self
@@ -2231,6 +2232,8 @@ impl Race {
         }
     }
 }
+
+mod roots;
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,6 @@
 //! Listener events: what one call went through ([`EventListener`]) and what happened to the
-//! pool's connections ([`ConnectionListener`]), in the order OkHttp documents
-//! (spec/okhttp-connection-layer.md §4.6 and §4.7).
+//! pool's connections ([`ConnectionListener`]), in the order OkHttp documents for its own
+//! `EventListener` and `ConnectionListener`.
 //!
 //! Listeners are called outside every lock of the engine, on the task that made the event
 //! happen; they should return quickly. The events are plain data, so a listener can record
@@ -112,7 +112,7 @@ pub enum CallEvent {
     },
 }
 
-/// Receives the events of the calls it is given to ([`crate::Pool::call`]).
+/// Receives the events of the calls it is given to ([`crate::Pool::exchange_with`]).
 pub trait EventListener: Send + Sync + 'static {
     /// One event, in order.
     fn event(&self, event: &CallEvent);

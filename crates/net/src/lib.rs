@@ -65,6 +65,7 @@ pub use hyper_connector::{ConnectInfo, HyperConnecting, HyperConnector, HyperIo}
 #[cfg(feature = "http")]
 pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
+    RequestBody,
 };
 pub use report::{
     AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,

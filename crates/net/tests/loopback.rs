@@ -234,6 +234,8 @@ async fn a_real_connect_is_remembered_for_exactly_the_winning_route() {
 
 struct Pki {
     roots: RootCertStore,
+    /// The CA certificate as PEM, as a user's CA file holds it.
+    ca_pem: String,
     server: Arc<rustls::ServerConfig>,
 }
 
@@ -265,6 +267,7 @@ fn pki(names: &[&str], alpn: &[&[u8]]) -> Pki {
     server.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     Pki {
         roots,
+        ca_pem: ca_cert.pem(),
         server: Arc::new(server),
     }
 }
@@ -317,6 +320,73 @@ async fn tls_race_verifies_the_origin_and_negotiates_h2() {
         "{}",
         won.plan
     );
+}
+
+/// A connector for `origin.test` built by `build` from a builder with the pinned resolver.
+fn pem_connector(
+    build: impl FnOnce(
+        fastfallback_net::ConnectorBuilder,
+    ) -> Result<fastfallback_net::ConnectorBuilder, BuildError>,
+) -> Connector {
+    let builder = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(pinned());
+    build(builder).unwrap().build().unwrap()
+}
+
+#[tokio::test]
+async fn a_ca_given_as_pem_bytes_or_a_pem_file_is_trusted() {
+    let pki = pki(&["origin.test"], &[b"http/1.1"]);
+    let (port, listeners) = listen(&[V6, V4]).await;
+    serve_tls(listeners, pki.server);
+    let origin = format!("https://origin.test:{port}");
+
+    // Without the CA, the webpki roots alone do not trust the server.
+    let plain = pem_connector(Ok);
+    let err = plain.connect(&origin).await.unwrap_err();
+    let kinds: Vec<_> = err
+        .race_error()
+        .unwrap()
+        .attempts
+        .iter()
+        .map(|a| a.error.kind)
+        .collect();
+    assert!(
+        kinds.iter().all(|k| *k == AttemptErrorKind::Tls),
+        "{kinds:?}"
+    );
+
+    // A bundle: the CA after an unrelated section (a key), which is skipped.
+    let bundle = format!(
+        "{}{}",
+        KeyPair::generate().unwrap().serialize_pem(),
+        pki.ca_pem
+    );
+    let from_bytes = pem_connector(|b| b.add_root_pem(bundle.as_bytes()));
+    from_bytes.connect(&origin).await.unwrap();
+
+    let file = std::env::temp_dir().join(format!("fastfallback-ca-{}.pem", std::process::id()));
+    std::fs::write(&file, &pki.ca_pem).unwrap();
+    let from_file = pem_connector(|b| b.add_root_pem_file(&file));
+    std::fs::remove_file(&file).unwrap();
+    from_file.connect(&origin).await.unwrap();
+}
+
+#[test]
+fn pem_input_without_a_usable_certificate_is_a_build_error() {
+    let key_only = KeyPair::generate().unwrap().serialize_pem();
+    let torn = "-----BEGIN CERTIFICATE-----\nAAAA\n";
+    for bad in ["", "not pem at all", key_only.as_str(), torn] {
+        let result = Connector::builder().add_root_pem(bad.as_bytes());
+        assert!(
+            matches!(result, Err(BuildError::Tls(_))),
+            "{bad:?}: {:?}",
+            result.map(|_| ())
+        );
+    }
+    let missing = Connector::builder().add_root_pem_file("/nonexistent/ca.pem");
+    let message = missing.map(|_| ()).unwrap_err().to_string();
+    assert!(message.contains("/nonexistent/ca.pem"), "{message}");
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fastfallback_net::{
     Call, CallEvent, ConnectionEvent, ConnectionListener, Connectivity, Connector, EventListener,
-    ExchangeError, FallbackPolicy, Pool, PoolOptions, Source, StaticResolver,
+    ExchangeError, FallbackPolicy, Pool, PoolOptions, RequestBody, Source, StaticResolver,
 };
 use fastfallback_plan::{PoolPolicy, SpareWinners};
 use fastfallback_proto::Protocol;
@@ -680,7 +680,7 @@ async fn observed_fetch(pool: &Pool, url: &str, path: &str) -> Vec<String> {
     let calls = Recorder::default();
     let origin = pool.origin(url).unwrap();
     let exchange = pool
-        .call(&origin, Call::default().listener(calls.clone()))
+        .exchange_with(&origin, Call::default().listener(calls.clone()))
         .await
         .unwrap();
     let response = exchange.send(get(path)).await.unwrap();
@@ -849,7 +849,7 @@ async fn failed_call_ends_with_call_failed() {
     let calls = Recorder::default();
 
     let result = pool
-        .call(&origin, Call::default().listener(calls.clone()))
+        .exchange_with(&origin, Call::default().listener(calls.clone()))
         .await;
 
     assert!(result.is_err());
@@ -1032,17 +1032,19 @@ async fn losing_h2_attempt_that_still_connects_is_pooled_only_when_spare_winners
 
 #[tokio::test]
 async fn the_pool_is_a_tower_service_of_requests_over_http1_and_h2() {
-    use tower_service::Service;
+    // A tower stack over the pool, with no type annotation: `ready()` infers the request type
+    // because `Pool` serves one (`Request<RequestBody>`).
+    use tower::{Service, ServiceExt};
     for alpn in [H1, H2] {
         let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
         let stats = setup.serve(&[V4], &[alpn], None).await;
-        let mut pool = setup.pool();
+        let mut stack = setup.pool().map_err(|e| e.to_string());
         for _ in 0..2 {
             let uri = format!("{}/bytes/2", setup.url("a.test"));
             let request = http::Request::get(uri.as_str())
-                .body(http_body_util::Empty::<Bytes>::new())
+                .body(RequestBody::empty())
                 .unwrap();
-            let response = Service::call(&mut pool, request).await.unwrap();
+            let response = stack.ready().await.unwrap().call(request).await.unwrap();
             let expected = if alpn == H2 {
                 http::Version::HTTP_2
             } else {
@@ -1083,7 +1085,9 @@ fn streamed_body(
 
 #[tokio::test]
 async fn a_streamed_request_body_reaches_the_server_over_http1_and_h2() {
-    for alpn in [H1, H2] {
+    // Through `Pool::send_body` (any body type) and through the tower `Service` (the body
+    // wrapped in a `RequestBody`, still streamed).
+    for (alpn, through_service) in [(H1, false), (H2, false), (H1, true), (H2, true)] {
         let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
         setup.serve(&[V4], &[alpn], None).await;
         let pool = setup.pool();
@@ -1096,7 +1100,14 @@ async fn a_streamed_request_body_reaches_the_server_over_http1_and_h2() {
         let request = http::Request::post(format!("{}/echo", setup.url("a.test")))
             .body(streamed_body(chunks, alpn == H2))
             .unwrap();
-        let response = pool.send_body(request).await.unwrap();
+        let response = if through_service {
+            use tower::{Service, ServiceExt};
+            let mut pool = pool;
+            let request = request.map(RequestBody::new);
+            pool.ready().await.unwrap().call(request).await.unwrap()
+        } else {
+            pool.send_body(request).await.unwrap()
+        };
         let trailers = response.headers().get("x-trailers").cloned();
         let echoed = response.into_body().bytes().await.unwrap();
         assert_eq!(echoed.len(), expected.len(), "{alpn:?}");

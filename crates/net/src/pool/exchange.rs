@@ -337,7 +337,7 @@ impl Exchange {
         self.send_with(request.map(Full::new), again).await
     }
 
-    /// [`Self::send`] with any request body: a [`http_body::Body`] of [`Bytes`] frames
+    /// [`Self::send`] with any request body: a `http_body::Body` of `Bytes` frames
     /// (`Full`, `Empty`, a stream, a `String` …), streamed as it is produced. On HTTP/2 the
     /// body is pumped by a task of its own, under the peer's flow control, so the response can
     /// arrive before the body ends; trailers are sent. A body that fails resets the stream
@@ -520,7 +520,7 @@ enum Keeper {
     None,
 }
 
-/// A response body. It implements [`http_body::Body`]; [`Body::bytes`] collects it.
+/// A response body. It implements `http_body::Body`; [`Body::bytes`] collects it.
 ///
 /// When it ends, its connection is given back: HTTP/1 goes back to the pool idle (if the
 /// server keeps it alive), an HTTP/2 stream is freed. Dropping it before the end frees an

@@ -31,6 +31,7 @@
 
 mod conn;
 mod exchange;
+mod service;
 
 use std::fmt;
 use std::future::Future;
@@ -55,6 +56,7 @@ use crate::{ConnectError, Connector};
 use conn::{Conn, H1Sender, Health, Proto};
 pub use exchange::{Body, Exchange};
 use exchange::{Held, Lease, Parts};
+pub use service::RequestBody;
 
 pub(crate) use exchange::Lease as PoolLease;
 
@@ -510,12 +512,13 @@ impl Pool {
     /// When a pooled connection is ready, the first poll returns it without allocating;
     /// otherwise the rest of the work (health checks, the race) runs in a boxed future.
     pub fn exchange<'a>(&'a self, origin: &'a Origin) -> ExchangeFuture<'a> {
-        self.call(origin, Call::default())
+        self.exchange_with(origin, Call::default())
     }
 
     /// [`Self::exchange`] with per-call settings: an exclusive connection, an
-    /// [`EventListener`] for the call's events.
-    pub fn call<'a>(&'a self, origin: &'a Origin, call: Call) -> ExchangeFuture<'a> {
+    /// [`EventListener`] for the call's events. (Not `call`: that name is
+    /// `tower_service::Service::call`'s, which `Pool` implements.)
+    pub fn exchange_with<'a>(&'a self, origin: &'a Origin, call: Call) -> ExchangeFuture<'a> {
         let plain = call.listener.is_none() && !call.exclusive;
         let state = if plain && Arc::ptr_eq(&origin.inner.shared, &self.shared) {
             FutureState::Start(origin)
@@ -542,7 +545,8 @@ impl Pool {
     /// A connection of its own for one exchange to `origin`: never taken from the pool and
     /// never put in it; closed when the exchange ends.
     pub async fn exchange_exclusive(&self, origin: &Origin) -> Result<Exchange, ExchangeError> {
-        self.call(origin, Call::default().exclusive()).await
+        self.exchange_with(origin, Call::default().exclusive())
+            .await
     }
 
     /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
@@ -643,7 +647,7 @@ impl Pool {
     }
 }
 
-/// Per-call settings for [`Pool::call`].
+/// Per-call settings for [`Pool::exchange_with`].
 ///
 /// ```
 /// use fastfallback_net::{Call, CallEvent, EventListener};
@@ -1740,43 +1744,5 @@ impl Watch for WatchHandle {
             drop(st);
             shared.offer_coalescing(id);
         });
-    }
-}
-
-/// The pool as a request-level client: send a request with an absolute URI, get the response
-/// (HTTP/1.1 or HTTP/2, on a pooled or new connection). What a higher-level client links, or
-/// a tower stack wraps. Any request body of [`bytes::Bytes`] frames is accepted and streamed
-/// (see [`Exchange::send_body`]).
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use fastfallback_net::{Connector, Pool};
-/// use http_body_util::Full;
-/// use tower_service::Service;
-///
-/// let mut pool = Pool::new(Connector::builder().build()?);
-/// let request = http::Request::post("https://example.com/upload")
-///     .body(Full::new(bytes::Bytes::from_static(b"hello")))?;
-/// // `Service::call`: `Pool::call` is the per-call-settings variant of `exchange`.
-/// let response = Service::call(&mut pool, request).await?;
-/// println!("{}", response.status());
-/// # Ok(()) }
-/// ```
-impl<B> tower_service::Service<http::Request<B>> for Pool
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<conn::BoxError>,
-{
-    type Response = http::Response<Body>;
-    type Error = ExchangeError;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, ExchangeError>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ExchangeError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let pool = self.clone();
-        Box::pin(async move { pool.send_body(request).await })
     }
 }
