@@ -77,6 +77,8 @@ use fastfallback_route::{
     SourceOf, Zone,
 };
 
+mod timers;
+
 use crate::answers::Answers;
 use crate::attempt::{AttemptRecord, AttemptState};
 use crate::policy::HARD_MIN_ATTEMPT_DELAY;
@@ -799,6 +801,7 @@ impl FastFallbackExchangeFinder {
 
     /// When [`Self::handle_timeout`] should be called next, even if nothing else happens: the
     /// earliest armed [`Timer`]. `None` when only outside events can move the race.
+    /// [`Self::timer`] tells the kinds apart.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
@@ -864,7 +867,9 @@ impl FastFallbackExchangeFinder {
         self.endpoints.iter().map(|e| e.target).collect()
     }
 
-    /// When the next attempt may start, if one is waiting for the timer.
+    /// When the next attempt may start, if one is waiting for the timer (the armed
+    /// [`Timer::NextAttempt`]; [`Self::timer`] also reads the deadline kept after the list
+    /// ran out).
     pub fn next_attempt_timer(&self) -> Option<Instant> {
         self.timers.get(Timer::NextAttempt)
     }

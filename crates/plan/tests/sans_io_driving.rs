@@ -1,0 +1,98 @@
+//! What a user who drives the race without our driver can read and do: named timers
+//! (issue 22 item 5), a race that can be cloned to look ahead, query names compared the way
+//! DNS compares them, and an output for every step the driver must take.
+
+mod common;
+use common::*;
+
+use fastfallback_plan::{
+    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, RaceInput, Timer,
+};
+use fastfallback_proto::{AttemptEvent, DnsAnswer, Instant, Output, QueryKind};
+use fastfallback_route::{Address, Connectivity};
+
+fn ms(t: u64) -> Instant {
+    Instant::from_millis(t)
+}
+
+fn race(address: &str) -> FastFallbackExchangeFinder {
+    let addr = Address::parse(address).unwrap();
+    let input = RaceInput::new(Connectivity::DUAL_STACK);
+    FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, Instant::ZERO)
+}
+
+fn addresses(ips: &[&str]) -> DnsAnswer {
+    DnsAnswer::Addresses(ips.iter().map(|ip| ip.parse().unwrap()).collect())
+}
+
+/// Every output the race has at `now`.
+fn drain(race: &mut FastFallbackExchangeFinder, now: Instant) -> Vec<Output<ConnectPlan>> {
+    std::iter::from_fn(|| race.poll_output(now)).collect()
+}
+
+/// Every timer kind's reading, in [`Timer::ALL`] order.
+fn timers(race: &FastFallbackExchangeFinder) -> Vec<(Timer, Option<Instant>)> {
+    Timer::ALL.iter().map(|&t| (t, race.timer(t))).collect()
+}
+
+fn reading(pairs: &[(Timer, Option<u64>)]) -> Vec<(Timer, Option<Instant>)> {
+    Timer::ALL
+        .iter()
+        .map(|&t| {
+            let at = pairs.iter().find(|(k, _)| *k == t).and_then(|(_, at)| *at);
+            (t, at.map(ms))
+        })
+        .collect()
+}
+
+#[test]
+fn each_timer_kind_reads_its_own_deadline_and_poll_timeout_is_the_earliest() {
+    // An ECH-capable race to an HTTPS origin (defaults: Resolution Delay 50, CAD 250, HTTPS
+    // wait 150, attempt and connect timeouts 10 s, DNS tail 1 s).
+    let mut race = race("https://example.com");
+    drain(&mut race, ms(0));
+    assert_eq!(timers(&race), reading(&[(Timer::Deadline, Some(10_000))]));
+
+    // A at 10, AAAA and HTTPS pending: the Resolution Delay runs (RFC 8305 §3), and so does
+    // the HTTPS wait after the first positive answer.
+    race.handle_dns(QueryKind::A, &addresses(&[V4A]), Vec::new(), ms(10));
+    assert!(drain(&mut race, ms(10)).is_empty());
+    let expected = [
+        (Timer::Deadline, Some(10_000)),
+        (Timer::ResolutionDelay, Some(60)),
+        (Timer::HttpsWait, Some(160)),
+    ];
+    assert_eq!(timers(&race), reading(&expected));
+    assert_eq!(race.poll_timeout(), Some(ms(60)));
+
+    // The Resolution Delay fires: v4a starts, bounded by its attempt timeout (capped by the
+    // connect deadline). Nothing waits for the next-attempt timer.
+    race.handle_timeout(ms(60));
+    let out = drain(&mut race, ms(60));
+    assert!(matches!(&out[..], [Output::StartAttempt { .. }]), "{out:?}");
+    let expected = [
+        (Timer::Deadline, Some(10_000)),
+        (Timer::AttemptTimeout, Some(10_000)),
+        (Timer::HttpsWait, Some(160)),
+    ];
+    assert_eq!(timers(&race), reading(&expected));
+
+    // AAAA at 70 brings v6a: it waits for the next-attempt timer, 250 ms after v4a's start.
+    race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A]), Vec::new(), ms(70));
+    assert!(drain(&mut race, ms(70)).is_empty());
+    let expected = [
+        (Timer::Deadline, Some(10_000)),
+        (Timer::AttemptTimeout, Some(10_000)),
+        (Timer::HttpsWait, Some(160)),
+        (Timer::NextAttempt, Some(310)),
+    ];
+    assert_eq!(timers(&race), reading(&expected));
+    assert_eq!(race.poll_timeout(), Some(ms(160)));
+
+    // v4a wins at 80 with the HTTPS answer still pending: only the DNS tail is left (HEv3 §6).
+    let first = race.attempts()[0].id;
+    race.handle_attempt(first, AttemptEvent::Connected(None), ms(80));
+    drain(&mut race, ms(80));
+    assert_eq!(timers(&race), reading(&[(Timer::DnsTail, Some(1_080))]));
+    assert_eq!(race.poll_timeout(), Some(ms(1_080)));
+}
