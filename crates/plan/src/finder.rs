@@ -244,6 +244,11 @@ struct Pacing {
 /// race.handle_attempt(id, AttemptEvent::Connected(None), t40);
 /// assert_eq!(race.poll_output(t40), Some(Output::Done(Winner::Attempt(id))));
 /// ```
+///
+/// The race is [`Clone`]: a copy is a race of its own, at the same point, that takes inputs
+/// and gives outputs without touching the original (to look ahead without replaying every
+/// input). The policy and TLS steps are shared (`Arc`); the rest is copied.
+#[derive(Clone)]
 pub struct FastFallbackExchangeFinder {
     /// Shared by every race of a client: cloning an `Arc` costs less than copying the policy.
     policy: Arc<FallbackPolicy>,
@@ -309,7 +314,7 @@ impl std::ops::DerefMut for Attempts {
 /// waits in `first`, and only a turn that produces more uses `rest` (allocated then). `rest`
 /// holds a handful at most, so it is a `Vec` taken from the front, 8 bytes smaller than a
 /// `VecDeque`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct OutQueue {
     first: Option<Output<ConnectPlan>>,
     rest: Vec<Output<ConnectPlan>>,

@@ -96,3 +96,80 @@ fn each_timer_kind_reads_its_own_deadline_and_poll_timeout_is_the_earliest() {
     assert_eq!(timers(&race), reading(&[(Timer::DnsTail, Some(1_080))]));
     assert_eq!(race.poll_timeout(), Some(ms(1_080)));
 }
+
+/// What can be seen of a race from outside, to compare two.
+fn state(race: &FastFallbackExchangeFinder) -> String {
+    format!(
+        "{:?} {:?} {:?} {:?} {:?}",
+        race.phase(),
+        race.attempts(),
+        timers(race),
+        race.pending_queries(),
+        race.endpoint_order()
+    )
+}
+
+/// The inputs after the start of a dual-stack race: A at 10 and v4a at the Resolution Delay,
+/// AAAA at 70, v6a at the next-attempt timer, refused, and v6b at once, which wins.
+fn drive(race: &mut FastFallbackExchangeFinder) -> Vec<(u64, Output<ConnectPlan>)> {
+    let mut log = Vec::new();
+    let mut at = |race: &mut FastFallbackExchangeFinder, t: u64| {
+        race.handle_timeout(ms(t));
+        log.extend(drain(race, ms(t)).into_iter().map(|o| (t, o)));
+    };
+    race.handle_dns(QueryKind::A, &addresses(&[V4A]), Vec::new(), ms(10));
+    at(race, 10);
+    at(race, 60);
+    let first = race.attempts()[0].id;
+    race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A, V6B]), Vec::new(), ms(70));
+    at(race, 70);
+    at(race, 310);
+    let second = race.attempts()[1].id;
+    let refused = fastfallback_proto::AttemptError::new(
+        fastfallback_proto::AttemptErrorKind::Refused,
+        fastfallback_proto::Phase::Tcp,
+        "refused",
+    );
+    race.handle_attempt(
+        second,
+        AttemptEvent::Failed {
+            error: refused,
+            follow_up: None,
+        },
+        ms(330),
+    );
+    at(race, 330);
+    let third = race.attempts()[2].id;
+    race.handle_attempt(third, AttemptEvent::Connected(None), ms(350));
+    at(race, 350);
+    assert_ne!(first, third);
+    log
+}
+
+#[test]
+fn a_cloned_race_fed_the_same_inputs_gives_the_same_outputs_and_leaves_the_original_alone() {
+    let mut original = race("tcp://example.com:80");
+    let start = drain(&mut original, ms(0));
+    assert_eq!(start.len(), 2, "AAAA and A go out: {start:?}");
+    let before = state(&original);
+
+    let mut ahead = original.clone();
+    let seen = drive(&mut ahead);
+    assert!(
+        matches!(seen.last(), Some((350, Output::Done(_)))),
+        "the look-ahead ran to the win: {seen:?}"
+    );
+    let starts: Vec<u64> = seen
+        .iter()
+        .filter(|(_, o)| matches!(o, Output::StartAttempt { .. }))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(starts, [60, 310, 330]);
+    // Driving the copy did not move the original.
+    assert_eq!(state(&original), before);
+    assert_eq!(original.poll_output(ms(0)), None);
+
+    let lived = drive(&mut original);
+    assert_eq!(lived, seen);
+    assert_eq!(state(&original), state(&ahead));
+}
