@@ -173,3 +173,71 @@ fn a_cloned_race_fed_the_same_inputs_gives_the_same_outputs_and_leaves_the_origi
     assert_eq!(lived, seen);
     assert_eq!(state(&original), state(&ahead));
 }
+
+#[test]
+fn an_answer_for_a_target_name_in_capitals_with_a_trailing_dot_is_taken_for_the_query() {
+    // RFC 4343 §2 and RFC 1034 §3.1: "SVC.Example." and "svc.example" are one name. The
+    // origin aliases to svc.example (RFC 9460 §2.4.2); its addresses, handed in under the
+    // other spelling (through `Query::target` and as a name built by hand), end the chain at
+    // 20, and v6b starts then, inside the Resolution Delay the origin's AAAA began at 5.
+    use fastfallback_proto::{HttpsRecord, Query, QueryName};
+    use std::sync::Arc;
+    let mut race = race("https://example.com");
+    drain(&mut race, ms(0));
+    race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A]), Vec::new(), ms(5));
+    race.handle_dns(QueryKind::A, &addresses(&[]), Vec::new(), ms(5));
+    let alias = HttpsRecord {
+        priority: 0,
+        target: "svc.example.".into(),
+        ..Default::default()
+    };
+    race.handle_dns(
+        QueryKind::Https,
+        &DnsAnswer::Https(vec![alias]),
+        Vec::new(),
+        ms(10),
+    );
+    let asked: Vec<String> = drain(&mut race, ms(10))
+        .iter()
+        .filter_map(|o| match o {
+            Output::StartQuery(q) => Some(q.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        ["HTTPS svc.example", "AAAA svc.example", "A svc.example"]
+    );
+    let none = DnsAnswer::Https(Vec::new());
+    race.handle_dns(
+        Query::target(QueryKind::Https, "SVC.EXAMPLE"),
+        &none,
+        Vec::new(),
+        ms(20),
+    );
+    let by_hand = Query {
+        kind: QueryKind::Aaaa,
+        name: QueryName::Target(Arc::new("SVC.Example.".into())),
+    };
+    race.handle_dns(by_hand, &addresses(&[V6B]), Vec::new(), ms(20));
+    race.handle_dns(
+        Query::target(QueryKind::A, "Svc.Example."),
+        &addresses(&[]),
+        Vec::new(),
+        ms(20),
+    );
+    assert!(
+        race.pending_queries().is_empty(),
+        "{:?}",
+        race.pending_queries()
+    );
+    let out = drain(&mut race, ms(20));
+    let started: Vec<String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::StartAttempt { plan, .. } => Some(plan.route.target.ip().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [V6B], "{out:?}");
+}

@@ -249,7 +249,8 @@ impl Names {
             _ => self
                 .targets
                 .iter()
-                .position(|s| s.name == *name)
+                // RFC 4343 §2, RFC 1034 §3.1: case and a trailing dot do not tell names apart.
+                .position(|s| s.name.same_name(name))
                 .map(|i| i + 1),
         }
     }
