@@ -1916,6 +1916,9 @@ impl Race {
                 tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
                 self.start_after_tcp(i, transport);
             }
+            // This driver goes on to TLS by itself as soon as TCP (or the tunnel) is done, in
+            // the same turn that reports it (`Wake::Tcp`, `Wake::Tunnel`): nothing to do.
+            Output::StartTls(_) => {}
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
             Output::Failed(error) => return Some(Ending::Failed(error)),

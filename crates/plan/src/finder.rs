@@ -47,7 +47,9 @@
 //!   ([`FastFallbackExchangeFinder::handle_timeout`]);
 //! - mutators: [`FastFallbackExchangeFinder::abandon`],
 //!   [`FastFallbackExchangeFinder::next_exchange`];
-//! - outputs, `poll_*`: [`FastFallbackExchangeFinder::poll_output`] (what to do now),
+//! - outputs, `poll_*`: [`FastFallbackExchangeFinder::poll_output`] (what to do now: an
+//!   attempt's TLS step may start once `Output::StartTls` says so, or `Output::ResumeAttempt`
+//!   for a plan that holds TLS),
 //!   [`FastFallbackExchangeFinder::poll_timeout`] (when to call `handle_timeout`), and
 //!   [`FastFallbackExchangeFinder::drain_lessons`] (what route memory should learn);
 //! - getters.
@@ -1364,6 +1366,7 @@ impl FastFallbackExchangeFinder {
             }
         } else if !tunnel {
             self.attempts[i].state = AttemptState::Securing;
+            self.out.push_back(Output::StartTls(id));
         }
         match self.policy.win_at {
             WinAt::Tcp => {
@@ -1383,12 +1386,13 @@ impl FastFallbackExchangeFinder {
         }
     }
 
-    /// Attempt `i`'s proxy tunnel is open: TLS follows, if its plan has it (a plan without TLS
-    /// stays in the tunnel step until it is reported connected).
+    /// Attempt `i`'s proxy tunnel is open: TLS follows ([`Output::StartTls`]), if its plan has
+    /// it (a plan without TLS stays in the tunnel step until it is reported connected).
     fn on_tunnel_open(&mut self, i: usize) {
         let a = &mut self.attempts[i];
         if a.state == AttemptState::Tunneling && a.plan.tls.is_some() {
             a.state = AttemptState::Securing;
+            self.out.push_back(Output::StartTls(a.id));
         }
     }
 

@@ -241,3 +241,80 @@ fn an_answer_for_a_target_name_in_capitals_with_a_trailing_dot_is_taken_for_the_
         .collect();
     assert_eq!(started, [V6B], "{out:?}");
 }
+
+/// A race to `address` through `proxy`, if any, and its first attempt's id, started at 0.
+fn one_attempt(
+    address: &str,
+    proxy: bool,
+) -> (FastFallbackExchangeFinder, fastfallback_proto::AttemptId) {
+    use fastfallback_route::{Host, Proxy};
+    let mut addr = Address::parse(address).unwrap();
+    if proxy {
+        addr = addr.with_proxy(Proxy::http(Host::Ip("192.0.2.9".parse().unwrap()), 3128));
+    }
+    let input = RaceInput::new(Connectivity::DUAL_STACK);
+    let mut race =
+        FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, Instant::ZERO);
+    let out = drain(&mut race, ms(0));
+    let [Output::StartAttempt { id, plan }] = &out[..] else {
+        panic!("one start: {out:?}");
+    };
+    assert!(!plan.hold_tls);
+    (race, *id)
+}
+
+#[test]
+fn tls_may_start_as_soon_as_tcp_is_done_on_a_plan_that_does_not_hold_it() {
+    use fastfallback_plan::AttemptState;
+    let (mut race, id) = one_attempt("https://[2001:db8::a]", false);
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(30));
+    assert_eq!(drain(&mut race, ms(30)), [Output::StartTls(id)]);
+    assert_eq!(race.attempt(id).unwrap().state, AttemptState::Securing);
+    // Said once: a repeated report changes nothing.
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(31));
+    assert_eq!(drain(&mut race, ms(31)), []);
+}
+
+#[test]
+fn a_plan_without_tls_is_never_told_to_start_it() {
+    let (mut race, id) = one_attempt("tcp://[2001:db8::a]:80", false);
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(30));
+    assert_eq!(drain(&mut race, ms(30)), []);
+    let (mut race, id) = one_attempt("http://[2001:db8::a]", true);
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(30));
+    race.handle_attempt(id, AttemptEvent::TunnelOpen, ms(40));
+    assert_eq!(drain(&mut race, ms(40)), []);
+}
+
+#[test]
+fn through_a_proxy_tls_may_start_once_the_tunnel_is_open_not_at_tcp() {
+    let (mut race, id) = one_attempt("https://[2001:db8::a]", true);
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(30));
+    assert_eq!(drain(&mut race, ms(30)), []);
+    race.handle_attempt(id, AttemptEvent::TunnelOpen, ms(45));
+    assert_eq!(drain(&mut race, ms(45)), [Output::StartTls(id)]);
+}
+
+#[test]
+fn a_held_plan_goes_on_by_its_resume_not_by_start_tls() {
+    // the ClientHello waits for the HTTPS answer; the resume says TLS may start.
+    let mut race = race("https://example.com");
+    drain(&mut race, ms(0));
+    race.handle_dns(QueryKind::A, &addresses(&[V4A]), Vec::new(), ms(10));
+    race.handle_timeout(ms(60));
+    let out = drain(&mut race, ms(60));
+    let [Output::StartAttempt { id, plan }] = &out[..] else {
+        panic!("one start: {out:?}");
+    };
+    assert!(plan.hold_tls);
+    let id = *id;
+    race.handle_attempt(id, AttemptEvent::TcpConnected, ms(80));
+    assert_eq!(drain(&mut race, ms(80)), []);
+    let nodata = DnsAnswer::Https(Vec::new());
+    race.handle_dns(QueryKind::Https, &nodata, Vec::new(), ms(90));
+    let out = drain(&mut race, ms(90));
+    assert!(
+        matches!(&out[..], [Output::ResumeAttempt { id: r, .. }] if *r == id),
+        "{out:?}"
+    );
+}
