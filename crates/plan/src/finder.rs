@@ -35,7 +35,7 @@
 //! - In TLS mode, a TCP connect of the timer's owner moves the timer to
 //!   `max(deadline, t_tcp + CAD)` (HEv3 §6.1, profile P6).
 //! - When the list runs out the timer is disarmed but its deadline is kept for endpoints that
-//!   arrive later (profile P7).
+//!   arrive later (profile P7), and read by [`FastFallbackExchangeFinder::timer`].
 //! - Queued plans (follow-ups at the front, cancelled losers' retries at the back) go before new
 //!   routes (OkHttp R7).
 //!

@@ -66,7 +66,8 @@ fn each_timer_kind_reads_its_own_deadline_and_poll_timeout_is_the_earliest() {
     assert_eq!(race.poll_timeout(), Some(ms(60)));
 
     // The Resolution Delay fires: v4a starts, bounded by its attempt timeout (capped by the
-    // connect deadline). Nothing waits for the next-attempt timer.
+    // connect deadline). Nothing waits for the next-attempt timer, but its deadline is kept
+    // for a later endpoint (P7): readable, not armed.
     race.handle_timeout(ms(60));
     let out = drain(&mut race, ms(60));
     assert!(matches!(&out[..], [Output::StartAttempt { .. }]), "{out:?}");
@@ -74,10 +75,14 @@ fn each_timer_kind_reads_its_own_deadline_and_poll_timeout_is_the_earliest() {
         (Timer::Deadline, Some(10_000)),
         (Timer::AttemptTimeout, Some(10_000)),
         (Timer::HttpsWait, Some(160)),
+        (Timer::NextAttempt, Some(310)),
     ];
     assert_eq!(timers(&race), reading(&expected));
+    assert_eq!(race.next_attempt_timer(), None);
+    assert_eq!(race.poll_timeout(), Some(ms(160)));
 
-    // AAAA at 70 brings v6a: it waits for the next-attempt timer, 250 ms after v4a's start.
+    // AAAA at 70 brings v6a: it waits for the next-attempt timer, 250 ms after v4a's start,
+    // now armed.
     race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A]), Vec::new(), ms(70));
     assert!(drain(&mut race, ms(70)).is_empty());
     let expected = [
@@ -87,6 +92,7 @@ fn each_timer_kind_reads_its_own_deadline_and_poll_timeout_is_the_earliest() {
         (Timer::NextAttempt, Some(310)),
     ];
     assert_eq!(timers(&race), reading(&expected));
+    assert_eq!(race.next_attempt_timer(), Some(ms(310)));
     assert_eq!(race.poll_timeout(), Some(ms(160)));
 
     // v4a wins at 80 with the HTTPS answer still pending: only the DNS tail is left (HEv3 §6).
@@ -317,4 +323,60 @@ fn a_held_plan_goes_on_by_its_resume_not_by_start_tls() {
         matches!(&out[..], [Output::ResumeAttempt { id: r, .. }] if *r == id),
         "{out:?}"
     );
+}
+
+/// A race to a name whose A answer (v4a) comes at 20 and AAAA is still pending: v4a starts at
+/// the end of the Resolution Delay, 70, and the list has run out.
+fn v4a_alone_at_70() -> FastFallbackExchangeFinder {
+    let mut race = race("tcp://example.com:80");
+    drain(&mut race, ms(0));
+    race.handle_dns(QueryKind::A, &addresses(&[V4A]), Vec::new(), ms(20));
+    race.handle_timeout(ms(70));
+    let out = drain(&mut race, ms(70));
+    assert!(matches!(&out[..], [Output::StartAttempt { .. }]), "{out:?}");
+    race
+}
+
+#[test]
+fn the_next_attempt_deadline_stays_readable_after_the_list_runs_out_while_it_bounds_a_late_start() {
+    // T31 (P7): the deadline 70 + 250 = 320 is kept for an endpoint that comes later. It is
+    // not armed (nothing waits for it, so nothing wakes up at 320), but `timer` reads it, and
+    // it is when the late AAAA's v6a starts.
+    let mut race = v4a_alone_at_70();
+    race.handle_timeout(ms(100));
+    assert_eq!(race.timer(Timer::NextAttempt), Some(ms(320)));
+    assert_eq!(race.next_attempt_timer(), None, "not armed");
+    assert_eq!(race.poll_timeout(), Some(ms(10_000)), "only the deadlines");
+    race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A]), Vec::new(), ms(150));
+    assert!(drain(&mut race, ms(150)).is_empty());
+    assert_eq!(race.timer(Timer::NextAttempt), Some(ms(320)));
+    assert_eq!(race.poll_timeout(), Some(ms(320)), "armed now");
+    race.handle_timeout(ms(320));
+    let out = drain(&mut race, ms(320));
+    assert!(
+        matches!(&out[..], [Output::StartAttempt { plan, .. }] if plan.route.target.ip().to_string() == V6A),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_kept_next_attempt_deadline_reads_none_once_the_latest_attempt_has_failed() {
+    // P4: with the latest attempt gone, a late endpoint starts at once; nothing bounds it.
+    let mut race = v4a_alone_at_70();
+    let id = race.attempts()[0].id;
+    let refused = fastfallback_proto::AttemptError::new(
+        fastfallback_proto::AttemptErrorKind::Refused,
+        fastfallback_proto::Phase::Tcp,
+        "refused",
+    );
+    let failed = AttemptEvent::Failed {
+        error: refused,
+        follow_up: None,
+    };
+    race.handle_attempt(id, failed, ms(100));
+    drain(&mut race, ms(100));
+    assert_eq!(race.timer(Timer::NextAttempt), None);
+    race.handle_dns(QueryKind::Aaaa, &addresses(&[V6A]), Vec::new(), ms(150));
+    let out = drain(&mut race, ms(150));
+    assert!(matches!(&out[..], [Output::StartAttempt { .. }]), "{out:?}");
 }
