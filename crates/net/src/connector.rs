@@ -1250,47 +1250,6 @@ impl Connector {
     }
 }
 
-/// The plan to run next after `plan` failed with `error`, when the next TLS configuration
-/// (of `fallbacks` after the first) can fix it: the same route, the next configuration.
-fn tls_follow_up(
-    plan: &ConnectPlan,
-    error: &AttemptError,
-    fallbacks: usize,
-) -> Option<ConnectPlan> {
-    use rustls::AlertDescription as Alert;
-    let step = plan.tls.as_ref()?;
-    // With ECH the client never falls back to another configuration (it could be one without
-    // ECH: draft-ietf-tls-esni, "Disabling fallback"); a rejection has its own retry.
-    if error.phase != Phase::Tls || step.config >= fallbacks || step.ech.is_some() {
-        return None;
-    }
-    let mut cause = std::error::Error::source(error);
-    let mut fixable = false;
-    while let Some(e) = cause {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            fixable = matches!(
-                tls,
-                rustls::Error::AlertReceived(
-                    Alert::ProtocolVersion | Alert::HandshakeFailure | Alert::InsufficientSecurity
-                ) | rustls::Error::PeerIncompatible(_)
-            );
-            break;
-        }
-        cause = e.source();
-    }
-    fixable.then(|| ConnectPlan {
-        route: plan.route.clone(),
-        tunnel: plan.tunnel,
-        tls: Some(Arc::new(fastfallback_plan::TlsStep {
-            config: step.config + 1,
-            ..(**step).clone()
-        })),
-        hold_tls: false,
-        attempt: plan.attempt + 1,
-        without_svcb: plan.without_svcb,
-    })
-}
-
 /// Whether a race through a proxy failed on the proxy's side, so another proxy may do
 /// better: the proxy's name gave no address, the deadline passed, or every attempt failed in
 /// TCP (to the proxy) or in the tunnel. A TLS failure is the origin's and stops the failover.
@@ -2212,8 +2171,12 @@ impl Race {
                     return;
                 };
                 self.attempt_failed(id, failed.route.target, &error);
-                let follow_up = tls_follow_up(failed, &error, self.inner.tls_fallbacks.len())
-                    .or_else(|| crate::ech::follow_up(failed, &error));
+                let follow_up = fastfallback_plan::tls_follow_up(
+                    failed,
+                    error.phase,
+                    &crate::ech::tls_failure(&error),
+                    self.inner.tls_fallbacks.len(),
+                );
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
             }
