@@ -232,7 +232,7 @@ impl Inner {
         let t = reading();
         let mut network = self.network(t);
         let c = &mut network.connectivity;
-        if c.v6 && !c.v4 && c.nat64.is_none() {
+        if c.needs_nat64_discovery() {
             c.nat64 = self.nat64_prefix().await;
             return (network, reading());
         }
@@ -249,19 +249,11 @@ impl Inner {
         {
             return found;
         }
-        let found = match self.resolver.query("ipv4only.arpa", QueryKind::Aaaa).await {
-            DnsAnswer::Addresses(list) => {
-                let v6: Vec<std::net::Ipv6Addr> = list
-                    .iter()
-                    .filter_map(|ip| match ip {
-                        std::net::IpAddr::V6(v6) => Some(*v6),
-                        std::net::IpAddr::V4(_) => None,
-                    })
-                    .collect();
-                Nat64Prefix::discover(&v6)
-            }
-            _ => None,
-        };
+        let answer = self
+            .resolver
+            .query(Nat64Prefix::DISCOVERY_NAME, QueryKind::Aaaa)
+            .await;
+        let found = Nat64Prefix::discover_from(&answer);
         tracing::debug!(?found, "NAT64 prefix discovery (ipv4only.arpa)");
         *self.nat64.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, found));
         found
