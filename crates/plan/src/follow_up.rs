@@ -177,7 +177,7 @@ mod tests {
             tls_follow_up(&first, Phase::Tcp, &TlsFailure::Incompatible, 2),
             None
         );
-        let plain = ConnectPlan::new(first.route.clone(), None);
+        let plain = ConnectPlan::new(first.route, None);
         assert_eq!(
             tls_follow_up(&plain, Phase::Tls, &TlsFailure::Incompatible, 2),
             None
