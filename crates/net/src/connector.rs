@@ -232,7 +232,7 @@ impl Inner {
         let t = reading();
         let mut network = self.network(t);
         let c = &mut network.connectivity;
-        if c.v6 && !c.v4 && c.nat64.is_none() {
+        if c.needs_nat64_discovery() {
             c.nat64 = self.nat64_prefix().await;
             return (network, reading());
         }
@@ -249,19 +249,11 @@ impl Inner {
         {
             return found;
         }
-        let found = match self.resolver.query("ipv4only.arpa", QueryKind::Aaaa).await {
-            DnsAnswer::Addresses(list) => {
-                let v6: Vec<std::net::Ipv6Addr> = list
-                    .iter()
-                    .filter_map(|ip| match ip {
-                        std::net::IpAddr::V6(v6) => Some(*v6),
-                        std::net::IpAddr::V4(_) => None,
-                    })
-                    .collect();
-                Nat64Prefix::discover(&v6)
-            }
-            _ => None,
-        };
+        let answer = self
+            .resolver
+            .query(Nat64Prefix::DISCOVERY_NAME, QueryKind::Aaaa)
+            .await;
+        let found = Nat64Prefix::discover_from(&answer);
         tracing::debug!(?found, "NAT64 prefix discovery (ipv4only.arpa)");
         *self.nat64.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, found));
         found
@@ -1269,47 +1261,6 @@ impl Connector {
     }
 }
 
-/// The plan to run next after `plan` failed with `error`, when the next TLS configuration
-/// (of `fallbacks` after the first) can fix it: the same route, the next configuration.
-fn tls_follow_up(
-    plan: &ConnectPlan,
-    error: &AttemptError,
-    fallbacks: usize,
-) -> Option<ConnectPlan> {
-    use rustls::AlertDescription as Alert;
-    let step = plan.tls.as_ref()?;
-    // With ECH the client never falls back to another configuration (it could be one without
-    // ECH: draft-ietf-tls-esni, "Disabling fallback"); a rejection has its own retry.
-    if error.phase != Phase::Tls || step.config >= fallbacks || step.ech.is_some() {
-        return None;
-    }
-    let mut cause = std::error::Error::source(error);
-    let mut fixable = false;
-    while let Some(e) = cause {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            fixable = matches!(
-                tls,
-                rustls::Error::AlertReceived(
-                    Alert::ProtocolVersion | Alert::HandshakeFailure | Alert::InsufficientSecurity
-                ) | rustls::Error::PeerIncompatible(_)
-            );
-            break;
-        }
-        cause = e.source();
-    }
-    fixable.then(|| ConnectPlan {
-        route: plan.route.clone(),
-        tunnel: plan.tunnel,
-        tls: Some(Arc::new(fastfallback_plan::TlsStep {
-            config: step.config + 1,
-            ..(**step).clone()
-        })),
-        hold_tls: false,
-        attempt: plan.attempt + 1,
-        without_svcb: plan.without_svcb,
-    })
-}
-
 /// Whether a race through a proxy failed on the proxy's side, so another proxy may do
 /// better: the proxy's name gave no address, the deadline passed, or every attempt failed in
 /// TCP (to the proxy) or in the tunnel. A TLS failure is the origin's and stops the failover.
@@ -1933,6 +1884,9 @@ impl Race {
                 tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
                 self.start_after_tcp(i, transport);
             }
+            // This driver goes on to TLS by itself as soon as TCP (or the tunnel) is done, in
+            // the same turn that reports it (`Wake::Tcp`, `Wake::Tunnel`): nothing to do.
+            Output::StartTls(_) => {}
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
             Output::Failed(error) => return Some(Ending::Failed(error)),
@@ -2224,8 +2178,12 @@ impl Race {
                     return;
                 };
                 self.attempt_failed(id, failed.route.target, &error);
-                let follow_up = tls_follow_up(failed, &error, self.inner.tls_fallbacks.len())
-                    .or_else(|| crate::ech::follow_up(failed, &error));
+                let follow_up = fastfallback_plan::tls_follow_up(
+                    failed,
+                    error.phase,
+                    &crate::ech::tls_failure(&error),
+                    self.inner.tls_fallbacks.len(),
+                );
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
             }

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use fastfallback_plan::{ConnectPlan, TlsStep};
+use fastfallback_plan::TlsFailure;
 use fastfallback_proto::AttemptError;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::client::{EchConfig, EchGreaseConfig, EchMode};
@@ -146,48 +146,33 @@ pub(crate) fn describe_rejection(tls: &rustls::Error) -> Option<&'static str> {
     }
 }
 
-/// The one retry after a server rejected ECH with retry configurations: the same route, the
-/// server's configurations (draft-ietf-tls-esni §6.1.6). Never a second retry, and never a
-/// fallback without ECH.
-pub(crate) fn follow_up(plan: &ConnectPlan, error: &AttemptError) -> Option<ConnectPlan> {
-    let step = plan.tls.as_ref()?;
-    if step.ech.is_none() || step.ech_retry {
-        return None;
+/// What a failed handshake's `error` means to the follow-up rules
+/// ([`fastfallback_plan::tls_follow_up`]), read from the first rustls error in its source
+/// chain.
+pub(crate) fn tls_failure(error: &AttemptError) -> TlsFailure {
+    use rustls::AlertDescription as Alert;
+    if let Some(retry) = rejection(error) {
+        return TlsFailure::EchRejected(retry);
     }
-    let retry = rejection(error)??;
-    Some(ConnectPlan {
-        route: plan.route.clone(),
-        tunnel: plan.tunnel,
-        tls: Some(Arc::new(TlsStep {
-            ech: Some(retry),
-            ech_retry: true,
-            ..(**step).clone()
-        })),
-        hold_tls: false,
-        attempt: plan.attempt + 1,
-        without_svcb: plan.without_svcb,
-    })
+    match rustls_cause(error) {
+        Some(
+            rustls::Error::AlertReceived(
+                Alert::ProtocolVersion | Alert::HandshakeFailure | Alert::InsufficientSecurity,
+            )
+            | rustls::Error::PeerIncompatible(_),
+        ) => TlsFailure::Incompatible,
+        _ => TlsFailure::Other,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fastfallback_plan::{ConnectPlan, TlsStep, tls_follow_up};
     use fastfallback_proto::{AttemptErrorKind, Phase};
     use fastfallback_route::Route;
     use rustls::internal::msgs::codec::{Codec, Reader};
     use rustls::internal::msgs::handshake::EchConfigPayload;
-
-    fn plan(ech: Option<Arc<[u8]>>) -> ConnectPlan {
-        let step = TlsStep {
-            server_name: "origin.test".into(),
-            alpn: Vec::new(),
-            config: 0,
-            ech,
-            ech_retry: false,
-        };
-        let route = Route::direct("192.0.2.1:443".parse().unwrap());
-        ConnectPlan::new(route, Some(Arc::new(step)))
-    }
 
     fn rejected(retry: Option<Vec<EchConfigPayload>>) -> AttemptError {
         let e = rustls::Error::PeerIncompatible(
@@ -201,33 +186,58 @@ mod tests {
     }
 
     #[test]
-    fn a_rejection_with_retry_configs_is_retried_once_on_the_same_route_with_them() {
+    fn a_rejection_reads_with_its_retry_configs_re_encoded_byte_for_byte() {
         let retry_list = fastfallback_testnet::ech_config_list("public.test");
-        let first = plan(Some(Arc::from(&b"the record's list"[..])));
-        let retry = follow_up(&first, &rejected(Some(configs(&retry_list)))).expect("a retry");
-        assert_eq!(retry.route, first.route);
-        assert_eq!(retry.attempt, 1);
-        let step = retry.tls.as_deref().unwrap();
-        assert!(step.ech_retry);
-        // Re-encoded byte for byte, and usable by rustls.
-        assert_eq!(step.ech.as_deref(), Some(&retry_list[..]));
+        let failure = tls_failure(&rejected(Some(configs(&retry_list))));
+        assert_eq!(
+            failure,
+            TlsFailure::EchRejected(Some(Arc::from(&retry_list[..])))
+        );
+        // Usable by rustls.
         #[cfg(feature = "aws-lc-rs")]
         assert!(EchConfig::new(EchConfigListBytes::from(&retry_list[..]), suites()).is_ok());
-        // Never a second retry.
-        let again = rejected(Some(configs(&retry_list)));
-        assert!(follow_up(&retry, &again).is_none());
+        // The rule in the plan crate takes it: one retry with the server's list.
+        let step = TlsStep {
+            server_name: "origin.test".into(),
+            alpn: Vec::new(),
+            config: 0,
+            ech: Some(Arc::from(&b"the record's list"[..])),
+            ech_retry: false,
+        };
+        let route = Route::direct("192.0.2.1:443".parse().unwrap());
+        let first = ConnectPlan::new(route, Some(Arc::new(step)));
+        let retry = tls_follow_up(&first, Phase::Tls, &failure, 0).expect("a retry");
+        assert_eq!(
+            retry.tls.as_deref().unwrap().ech.as_deref(),
+            Some(&retry_list[..])
+        );
     }
 
     #[test]
-    fn a_rejection_without_retry_configs_or_without_ech_is_not_retried() {
-        let with_ech = plan(Some(Arc::from(&b"list"[..])));
-        assert!(follow_up(&with_ech, &rejected(None)).is_none());
-        assert!(follow_up(&with_ech, &rejected(Some(Vec::new()))).is_none());
-        let list = fastfallback_testnet::ech_config_list("public.test");
-        assert!(follow_up(&plan(None), &rejected(Some(configs(&list)))).is_none());
-        let other = AttemptError::new(AttemptErrorKind::Tls, Phase::Tls, "alert").with_source(
-            rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure),
+    fn a_rejection_without_retry_configs_and_other_errors_read_as_what_they_are() {
+        assert_eq!(tls_failure(&rejected(None)), TlsFailure::EchRejected(None));
+        assert_eq!(
+            tls_failure(&rejected(Some(Vec::new()))),
+            TlsFailure::EchRejected(None)
         );
-        assert!(follow_up(&with_ech, &other).is_none());
+        let alert = |a| {
+            AttemptError::new(AttemptErrorKind::Tls, Phase::Tls, "alert")
+                .with_source(rustls::Error::AlertReceived(a))
+        };
+        use rustls::AlertDescription as Alert;
+        assert_eq!(
+            tls_failure(&alert(Alert::HandshakeFailure)),
+            TlsFailure::Incompatible
+        );
+        assert_eq!(
+            tls_failure(&alert(Alert::ProtocolVersion)),
+            TlsFailure::Incompatible
+        );
+        assert_eq!(
+            tls_failure(&alert(Alert::BadCertificate)),
+            TlsFailure::Other
+        );
+        let plain = AttemptError::new(AttemptErrorKind::Tls, Phase::Tls, "eof");
+        assert_eq!(tls_failure(&plain), TlsFailure::Other);
     }
 }

@@ -14,7 +14,7 @@ use fastfallback_route::{Candidate, Connectivity, Resolution, Skipped};
 /// alone saves building, visiting and freeing that aggregation on every connect to a literal.
 /// Every other origin (names, `localhost`, scoped literals and literals `fixed` changes or
 /// skips) keeps its aggregation, boxed so that the race's own allocation stays small.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Answers {
     /// An IP literal taken as it is.
     Literal(IpAddr),

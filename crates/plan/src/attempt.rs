@@ -14,6 +14,9 @@
 //! ```
 //!
 //! Every attempt ends exactly once. Events for an attempt that already ended are ignored.
+//!
+//! Each move into `Securing` comes with an output that lets TLS start: `StartTls` after
+//! `TcpConnected` or `TunnelOpen`, `ResumeAttempt` after `Held`.
 
 use fastfallback_proto::{Alpn, AttemptError, AttemptId, CancelReason, Instant, Phase};
 

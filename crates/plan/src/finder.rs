@@ -35,7 +35,7 @@
 //! - In TLS mode, a TCP connect of the timer's owner moves the timer to
 //!   `max(deadline, t_tcp + CAD)` (HEv3 §6.1, profile P6).
 //! - When the list runs out the timer is disarmed but its deadline is kept for endpoints that
-//!   arrive later (profile P7).
+//!   arrive later (profile P7), and read by [`FastFallbackExchangeFinder::timer`].
 //! - Queued plans (follow-ups at the front, cancelled losers' retries at the back) go before new
 //!   routes (OkHttp R7).
 //!
@@ -47,7 +47,9 @@
 //!   ([`FastFallbackExchangeFinder::handle_timeout`]);
 //! - mutators: [`FastFallbackExchangeFinder::abandon`],
 //!   [`FastFallbackExchangeFinder::next_exchange`];
-//! - outputs, `poll_*`: [`FastFallbackExchangeFinder::poll_output`] (what to do now),
+//! - outputs, `poll_*`: [`FastFallbackExchangeFinder::poll_output`] (what to do now: an
+//!   attempt's TLS step may start once `Output::StartTls` says so, or `Output::ResumeAttempt`
+//!   for a plan that holds TLS),
 //!   [`FastFallbackExchangeFinder::poll_timeout`] (when to call `handle_timeout`), and
 //!   [`FastFallbackExchangeFinder::drain_lessons`] (what route memory should learn);
 //! - getters.
@@ -76,6 +78,8 @@ use fastfallback_route::{
     Address, Connectivity, Host, Lesson, LessonKind, MemoryView, Resolution, Route, Scheme, Source,
     SourceOf, Zone,
 };
+
+mod timers;
 
 use crate::answers::Answers;
 use crate::attempt::{AttemptRecord, AttemptState};
@@ -242,6 +246,11 @@ struct Pacing {
 /// race.handle_attempt(id, AttemptEvent::Connected(None), t40);
 /// assert_eq!(race.poll_output(t40), Some(Output::Done(Winner::Attempt(id))));
 /// ```
+///
+/// The race is [`Clone`]: a copy is a race of its own, at the same point, that takes inputs
+/// and gives outputs without touching the original (to look ahead without replaying every
+/// input). The policy and TLS steps are shared (`Arc`); the rest is copied.
+#[derive(Clone)]
 pub struct FastFallbackExchangeFinder {
     /// Shared by every race of a client: cloning an `Arc` costs less than copying the policy.
     policy: Arc<FallbackPolicy>,
@@ -307,7 +316,7 @@ impl std::ops::DerefMut for Attempts {
 /// waits in `first`, and only a turn that produces more uses `rest` (allocated then). `rest`
 /// holds a handful at most, so it is a `Vec` taken from the front, 8 bytes smaller than a
 /// `VecDeque`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct OutQueue {
     first: Option<Output<ConnectPlan>>,
     rest: Vec<Output<ConnectPlan>>,
@@ -799,6 +808,7 @@ impl FastFallbackExchangeFinder {
 
     /// When [`Self::handle_timeout`] should be called next, even if nothing else happens: the
     /// earliest armed [`Timer`]. `None` when only outside events can move the race.
+    /// [`Self::timer`] tells the kinds apart.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
@@ -864,7 +874,9 @@ impl FastFallbackExchangeFinder {
         self.endpoints.iter().map(|e| e.target).collect()
     }
 
-    /// When the next attempt may start, if one is waiting for the timer.
+    /// When the next attempt may start, if one is waiting for the timer (the armed
+    /// [`Timer::NextAttempt`]; [`Self::timer`] also reads the deadline kept after the list
+    /// ran out).
     pub fn next_attempt_timer(&self) -> Option<Instant> {
         self.timers.get(Timer::NextAttempt)
     }
@@ -1354,6 +1366,7 @@ impl FastFallbackExchangeFinder {
             }
         } else if !tunnel {
             self.attempts[i].state = AttemptState::Securing;
+            self.out.push_back(Output::StartTls(id));
         }
         match self.policy.win_at {
             WinAt::Tcp => {
@@ -1373,12 +1386,13 @@ impl FastFallbackExchangeFinder {
         }
     }
 
-    /// Attempt `i`'s proxy tunnel is open: TLS follows, if its plan has it (a plan without TLS
-    /// stays in the tunnel step until it is reported connected).
+    /// Attempt `i`'s proxy tunnel is open: TLS follows ([`Output::StartTls`]), if its plan has
+    /// it (a plan without TLS stays in the tunnel step until it is reported connected).
     fn on_tunnel_open(&mut self, i: usize) {
         let a = &mut self.attempts[i];
         if a.state == AttemptState::Tunneling && a.plan.tls.is_some() {
             a.state = AttemptState::Securing;
+            self.out.push_back(Output::StartTls(a.id));
         }
     }
 

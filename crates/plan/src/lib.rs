@@ -7,6 +7,8 @@
 //! - [`ConnectPlan`]: the steps of one attempt on one route (TCP, optional tunnel, TLS + ALPN).
 //! - [`FastFallbackExchangeFinder`]: takes DNS answers, attempt progress, pooled connections and
 //!   time; yields queries to send, attempts to start and cancel, and the result.
+//! - [`tls_follow_up`]: the plan that follows a failed TLS handshake (the next TLS
+//!   configuration, or the ECH retry), from what the failure means ([`TlsFailure`]).
 //!
 //! The crate never reads a clock, sleeps, opens a socket, takes a lock or calls back into its
 //! caller. A driver feeds it:
@@ -28,6 +30,7 @@
 mod answers;
 mod attempt;
 mod finder;
+mod follow_up;
 mod plan;
 mod policy;
 mod policy_text;
@@ -36,6 +39,7 @@ mod timer;
 pub use attempt::{AttemptRecord, AttemptState};
 pub use fastfallback_route::order::FamilyPreference;
 pub use finder::{Attempts, FastFallbackExchangeFinder, LoneOpening, RaceInput, RacePhase};
+pub use follow_up::{TlsFailure, ech_retry, next_tls_config, tls_follow_up};
 pub use plan::{ConnectPlan, TlsStep};
 pub use policy::{
     FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, MAX_MEMORY_TTL, PolicyError,

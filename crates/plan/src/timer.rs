@@ -18,7 +18,9 @@ pub enum Timer {
     ResolutionDelay,
     /// When the next attempt may start: the Connection Attempt Delay after the latest start
     /// (HEv3 §6), or the end of a hold for a better answer. Armed only while an attempt is
-    /// waiting for it. Firing lets the race start it.
+    /// waiting for it. Firing lets the race start it. After the list runs out, the deadline
+    /// is kept for a later endpoint (profile P7), and
+    /// [`crate::FastFallbackExchangeFinder::timer`] reads it while it bounds one.
     NextAttempt,
     /// The end of the DNS tail after a win (HEv3 §6: keep taking answers for about a second).
     /// Firing abandons the queries still pending.

@@ -221,6 +221,16 @@ fn no_next_attempt_timer_once_the_list_is_exhausted() {
     while race.poll_output(t260).is_some() {}
     assert_eq!(race.next_attempt_timer(), None);
     assert_eq!(race.poll_timeout(), Some(Instant::from_millis(2000)));
+    // P7: the deadline 260 + 250 is kept, and read by name, for an endpoint that may come
+    // later; it wakes nothing up, and bounds nothing once it has passed.
+    use fastfallback_plan::Timer;
+    assert_eq!(
+        race.timer(Timer::NextAttempt),
+        Some(Instant::from_millis(510))
+    );
+    race.handle_timeout(Instant::from_millis(510));
+    assert_eq!(race.timer(Timer::NextAttempt), None);
+    assert_eq!(race.poll_timeout(), Some(Instant::from_millis(2000)));
 }
 
 #[test]

@@ -45,6 +45,26 @@ pub enum QueryName {
 }
 
 impl QueryName {
+    /// Whether two query names name the same DNS name: compared without regard to ASCII case
+    /// (RFC 4343 §2), a trailing dot ignored (RFC 1034 §3.1). [`Query::target`] writes names
+    /// so that `==` agrees; this also holds for a [`QueryName::Target`] built by hand.
+    pub fn same_name(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Origin, Self::Origin) => true,
+            (Self::Target(a), Self::Target(b)) => {
+                let bare = |n: &'_ str| -> usize {
+                    if n.len() > 1 && n.ends_with('.') {
+                        n.len() - 1
+                    } else {
+                        n.len()
+                    }
+                };
+                a[..bare(a)].eq_ignore_ascii_case(&b[..bare(b)])
+            }
+            _ => false,
+        }
+    }
+
     /// The name to put in the query: `origin` for [`QueryName::Origin`].
     pub fn resolve<'a>(&'a self, origin: &'a str) -> &'a str {
         match self {
@@ -72,11 +92,26 @@ impl Query {
         }
     }
 
-    /// A query for another name (see [`QueryName::Target`]).
+    /// A query for another name (see [`QueryName::Target`]), written the way the race writes
+    /// it: in lower case, without a trailing dot. DNS compares names without regard to ASCII
+    /// case (RFC 4343 §2), and a trailing dot only marks a name as absolute (RFC 1034 §3.1),
+    /// so `Query::target(kind, "SVC.Example.")` is the query the race sent for `svc.example`.
+    ///
+    /// ```
+    /// use fastfallback_proto::{Query, QueryKind};
+    /// let q = Query::target(QueryKind::Aaaa, "SVC.Example.");
+    /// assert_eq!(q, Query::target(QueryKind::Aaaa, "svc.example"));
+    /// assert_eq!(q.to_string(), "AAAA svc.example");
+    /// ```
     pub fn target(kind: QueryKind, name: impl Into<String>) -> Self {
+        let mut name = name.into();
+        if name.len() > 1 && name.ends_with('.') {
+            name.pop();
+        }
+        name.make_ascii_lowercase();
         Self {
             kind,
-            name: QueryName::Target(Arc::new(name.into())),
+            name: QueryName::Target(Arc::new(name)),
         }
     }
 
@@ -197,5 +232,24 @@ impl HttpsRecord {
     /// Whether this is an AliasMode record (priority 0).
     pub fn is_alias(&self) -> bool {
         self.priority == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_names_are_compared_without_case_or_a_trailing_dot() {
+        let written = |n: &str| QueryName::Target(Arc::new(n.to_owned()));
+        let svc = written("svc.example");
+        assert!(svc.same_name(&written("SVC.Example.")));
+        assert!(svc.same_name(&written("svc.example.")));
+        assert!(!svc.same_name(&written("svc.example..")));
+        assert!(!svc.same_name(&written("svc.exampl")));
+        assert!(!svc.same_name(&QueryName::Origin));
+        assert!(QueryName::Origin.same_name(&QueryName::Origin));
+        // The root keeps its dot.
+        assert_eq!(Query::target(QueryKind::A, ".").name, written("."));
     }
 }

@@ -98,6 +98,12 @@ pub enum Output<P> {
         /// Its plan, as decided now.
         plan: P,
     },
+    /// The attempt's TLS step may start now: its TCP handshake (and its proxy tunnel, if its
+    /// plan has one) is done, and its plan does not hold TLS. A driver that runs each step only
+    /// when told starts the ClientHello here; one that goes on to TLS by itself, as soon as
+    /// TCP is done, may ignore it. A plan that holds TLS goes on with
+    /// [`Output::ResumeAttempt`] instead, and a plan without TLS never gets either.
+    StartTls(AttemptId),
     /// Stop this attempt now and close everything it opened.
     CancelAttempt {
         /// The attempt.

@@ -1,7 +1,9 @@
 //! NAT64: RFC 6052 address synthesis and de-synthesis (HEv3 §8).
 
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use fastfallback_proto::DnsAnswer;
 
 /// A NAT64 prefix (PREF64), learned from a Router Advertisement (RFC 8781) or from the
 /// `ipv4only.arpa` query (RFC 7050).
@@ -121,15 +123,46 @@ impl Nat64Prefix {
     /// assert_eq!(Nat64Prefix::discover(&[]), None);
     /// ```
     pub fn discover(answer: &[Ipv6Addr]) -> Option<Self> {
+        answer.iter().find_map(|&v6| Self::synthesized_from(v6))
+    }
+
+    /// The name whose AAAA answer tells the prefix ([`Self::discover_from`]): `ipv4only.arpa`
+    /// (RFC 7050 §2). The query goes to the network's own resolver, the one that would
+    /// synthesize, and is never answered locally (RFC 7050 §3).
+    pub const DISCOVERY_NAME: &'static str = "ipv4only.arpa";
+
+    /// The prefix the AAAA `answer` for [`Self::DISCOVERY_NAME`] shows ([`Self::discover`] on
+    /// its IPv6 addresses). An error, NODATA or an answer without a synthesized address
+    /// means no NAT64 (RFC 7050 §3: the host then has none to use).
+    ///
+    /// ```
+    /// use fastfallback_proto::{DnsAnswer, DnsError};
+    /// use fastfallback_route::Nat64Prefix;
+    ///
+    /// let answer = DnsAnswer::Addresses(vec!["64:ff9b::c000:aa".parse().unwrap()]);
+    /// assert_eq!(Nat64Prefix::discover_from(&answer), Some(Nat64Prefix::WELL_KNOWN));
+    /// assert_eq!(Nat64Prefix::discover_from(&DnsAnswer::Error(DnsError::NxDomain)), None);
+    /// ```
+    pub fn discover_from(answer: &DnsAnswer) -> Option<Self> {
+        match answer {
+            DnsAnswer::Addresses(list) => list.iter().find_map(|ip| match ip {
+                IpAddr::V6(v6) => Self::synthesized_from(*v6),
+                IpAddr::V4(_) => None,
+            }),
+            DnsAnswer::Https(_) | DnsAnswer::Error(_) => None,
+        }
+    }
+
+    /// The prefix that synthesized `v6` from one of `ipv4only.arpa`'s well-known addresses
+    /// 192.0.0.170 and 192.0.0.171 (RFC 7050 §2), trying each RFC 6052 length, longest first.
+    fn synthesized_from(v6: Ipv6Addr) -> Option<Self> {
         const WKA: [Ipv4Addr; 2] = [Ipv4Addr::new(192, 0, 0, 170), Ipv4Addr::new(192, 0, 0, 171)];
-        answer.iter().find_map(|&v6| {
-            [96u8, 64, 56, 48, 40, 32].into_iter().find_map(|len| {
-                let mut bytes = v6.octets();
-                bytes[usize::from(len / 8)..].fill(0);
-                let prefix = Self::new(Ipv6Addr::from(bytes), len).ok()?;
-                let embedded = prefix.extract(v6)?;
-                (WKA.contains(&embedded) && prefix.synthesize(embedded) == v6).then_some(prefix)
-            })
+        [96u8, 64, 56, 48, 40, 32].into_iter().find_map(|len| {
+            let mut bytes = v6.octets();
+            bytes[usize::from(len / 8)..].fill(0);
+            let prefix = Self::new(Ipv6Addr::from(bytes), len).ok()?;
+            let embedded = prefix.extract(v6)?;
+            (WKA.contains(&embedded) && prefix.synthesize(embedded) == v6).then_some(prefix)
         })
     }
 
@@ -170,6 +203,26 @@ mod discovery_tests {
                 "/{len}"
             );
         }
+    }
+
+    #[test]
+    fn the_prefix_is_read_from_the_ipv6_addresses_of_an_aaaa_answer_and_nothing_else() {
+        use fastfallback_proto::DnsError;
+        let prefix = Nat64Prefix::new("2001:db8:122:344::".parse().unwrap(), 64).unwrap();
+        let synthesized = IpAddr::V6(prefix.synthesize(Ipv4Addr::new(192, 0, 0, 170)));
+        // An IPv4 address in the list (a resolver's odd answer) is passed over.
+        let answer = DnsAnswer::Addresses(vec!["192.0.0.170".parse().unwrap(), synthesized]);
+        assert_eq!(Nat64Prefix::discover_from(&answer), Some(prefix));
+        assert_eq!(
+            Nat64Prefix::discover_from(&DnsAnswer::Addresses(Vec::new())),
+            None
+        );
+        let failed = DnsAnswer::Error(DnsError::NxDomain);
+        assert_eq!(Nat64Prefix::discover_from(&failed), None);
+        assert_eq!(
+            Nat64Prefix::discover_from(&DnsAnswer::Https(Vec::new())),
+            None
+        );
     }
 
     #[test]

@@ -41,6 +41,22 @@ impl Connectivity {
         nat64: None,
     };
 
+    /// Whether the host should look for a NAT64 prefix before a race
+    /// ([`Nat64Prefix::DISCOVERY_NAME`], RFC 7050 §3): it has IPv6 only and knows no prefix,
+    /// so without one it could reach no IPv4-only name or literal (HEv3 §8.1).
+    ///
+    /// ```
+    /// use fastfallback_route::{Connectivity, Nat64Prefix};
+    /// let v6_only = Connectivity { v6: true, v4: false, nat64: None };
+    /// assert!(v6_only.needs_nat64_discovery());
+    /// let known = Connectivity { nat64: Some(Nat64Prefix::WELL_KNOWN), ..v6_only };
+    /// assert!(!known.needs_nat64_discovery());
+    /// assert!(!Connectivity::DUAL_STACK.needs_nat64_discovery());
+    /// ```
+    pub fn needs_nat64_discovery(&self) -> bool {
+        self.v6 && !self.v4 && self.nat64.is_none()
+    }
+
     /// The family HEv3 §4.2 prefers: IPv6 when it has connectivity, else IPv4.
     pub fn preferred_family(&self) -> Family {
         if self.v6 { Family::V6 } else { Family::V4 }
@@ -249,7 +265,8 @@ impl Names {
             _ => self
                 .targets
                 .iter()
-                .position(|s| s.name == *name)
+                // RFC 4343 §2, RFC 1034 §3.1: case and a trailing dot do not tell names apart.
+                .position(|s| s.name.same_name(name))
                 .map(|i| i + 1),
         }
     }

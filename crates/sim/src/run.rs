@@ -177,7 +177,8 @@ pub struct Player<'a> {
     queue: BTreeMap<(u64, u64), Input>,
     seq: u64,
     pending_answers: Vec<(u64, Query, DnsAnswer)>,
-    /// What held attempts do once resumed: each event with its delay after the resume.
+    /// What an attempt with TLS does once the race lets its TLS start (`StartTls`, or
+    /// `ResumeAttempt` for a held plan): each event with its delay after that.
     held: HashMap<AttemptId, Vec<(u64, Input)>>,
     per_addr: HashMap<IpAddr, usize>,
     open: HashMap<AttemptId, bool>,
@@ -393,9 +394,10 @@ impl<'a> Player<'a> {
                         .unwrap_or(Behaviour::Drop);
                     *n += 1;
                     let mut events = schedule(now, id, &plan, b);
-                    if plan.hold_tls {
-                        // TCP as scripted; the rest waits for the resume, keeping its timing
-                        // relative to the TCP handshake.
+                    if plan.tls.is_some() {
+                        // TCP as scripted; TLS waits for the race to let it start (at once,
+                        // or at the resume of a held plan), keeping its timing relative to the
+                        // TCP handshake.
                         let tcp = events.iter().position(|(_, i)| {
                             matches!(i, Input::Attempt(_, AttemptEvent::TcpConnected))
                         });
@@ -418,6 +420,11 @@ impl<'a> Player<'a> {
                         id,
                         plan: plan.to_string(),
                     });
+                    for (after, input) in self.held.remove(&id).unwrap_or_default() {
+                        self.push(now + after, input);
+                    }
+                }
+                Output::StartTls(id) => {
                     for (after, input) in self.held.remove(&id).unwrap_or_default() {
                         self.push(now + after, input);
                     }
