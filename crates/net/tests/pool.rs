@@ -444,14 +444,21 @@ async fn address_the_host_did_not_resolve_to_is_never_coalesced() {
     assert_eq!((stats[0].connections(), stats[1].connections()), (1, 1));
 }
 
-#[tokio::test]
-async fn misdirected_request_stops_coalescing_that_host() {
+/// One h2 server on 127.0.0.1 whose certificate covers a.test and b.test (both resolving
+/// there), and a pool that made one call to a.test: b.test may now be coalesced onto it.
+async fn coalescable_after_a_call_to_a() -> (Setup, Vec<Arc<HttpStats>>, Pool) {
     let mut setup = Setup::new(&["a.test", "b.test"])
         .resolve("a.test", &[V4])
         .resolve("b.test", &[V4]);
     let stats = setup.serve(&[V4], &[H2], None).await;
     let pool = setup.pool();
     fetch(&pool, &setup.url("a.test"), "/").await;
+    (setup, stats, pool)
+}
+
+#[tokio::test]
+async fn misdirected_request_stops_coalescing_that_host() {
+    let (setup, stats, pool) = coalescable_after_a_call_to_a().await;
 
     // The test server answers 421 on that path whatever the connection.
     let refused = fetch(&pool, &setup.url("b.test"), "/status/421").await;
@@ -472,12 +479,7 @@ async fn misdirected_request_stops_coalescing_that_host() {
 /// connection (RFC 9110 §15.5.20; OkHttp retries it too), and the caller gets that answer.
 #[tokio::test]
 async fn misdirected_request_on_a_coalesced_connection_is_answered_on_the_hosts_own() {
-    let mut setup = Setup::new(&["a.test", "b.test"])
-        .resolve("a.test", &[V4])
-        .resolve("b.test", &[V4]);
-    let stats = setup.serve(&[V4], &[H2], None).await;
-    let pool = setup.pool();
-    fetch(&pool, &setup.url("a.test"), "/").await;
+    let (setup, stats, pool) = coalescable_after_a_call_to_a().await;
     // `/status/421` only on connection 1 (the coalesced one): a server whose connection 1
     // is not authoritative for b.test.
     let origin = pool.origin(&setup.url("b.test")).unwrap();
@@ -1486,16 +1488,47 @@ async fn a_new_connection_starts_from_the_stream_limit_its_origin_set_before() {
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
 
-    let outcomes = concurrent_gets(&pool, &url, "/sleep/20", 100).await;
+    // Each call counts the connections it was handed: a refused stream sent once more would
+    // be handed a second one.
+    let acquired = Arc::new(AcquiredCount::default());
+    let origin = pool.origin(&url).unwrap();
+    let calls = (0..100).map(|_| {
+        let (pool, origin, acquired) = (pool.clone(), origin.clone(), Arc::clone(&acquired));
+        tokio::spawn(async move {
+            let call = Call::default().listener(SharedCount(acquired));
+            let exchange = pool.exchange_with(&origin, call).await?;
+            let response = exchange.send(get("/sleep/20")).await?;
+            let status = response.status().as_u16();
+            response.into_body().bytes().await?;
+            Ok::<_, ExchangeError>(status)
+        })
+    });
+    let outcomes = futures::future::join_all(calls).await;
 
-    assert_all_ok(&outcomes);
+    assert!(outcomes.into_iter().all(|o| matches!(o, Ok(Ok(200)))));
     assert_all_ok(&busy.await.unwrap());
     assert_eq!(
-        stats[0].requests(),
-        1 + 10 + 100,
-        "nothing refused, nothing sent twice"
+        acquired.0.load(std::sync::atomic::Ordering::SeqCst),
+        100,
+        "one connection per call: none of its streams was refused and sent again"
     );
+    assert_eq!(stats[0].requests(), 1 + 10 + 100, "nothing sent twice");
     assert_eq!(stats[0].connections(), 2);
+}
+
+/// How many times calls were handed a connection (`CallEvent::ConnectionAcquired`).
+#[derive(Default)]
+struct AcquiredCount(std::sync::atomic::AtomicUsize);
+
+/// A call's listener adding to a shared [`AcquiredCount`].
+struct SharedCount(Arc<AcquiredCount>);
+
+impl EventListener for SharedCount {
+    fn event(&self, event: &CallEvent) {
+        if matches!(event, CallEvent::ConnectionAcquired { .. }) {
+            self.0.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 /// A GOAWAY naming stream 0 as the last processed (RFC 9113 §6.8) while 100 calls share the
