@@ -81,6 +81,15 @@ impl Setup {
             .collect()
     }
 
+    /// Listens on one free port of 127.0.0.1, serving HTTP/2 over TLS with `options` (its
+    /// `tls` is set here).
+    async fn serve_h2_with(&mut self, options: HttpOptions) -> Arc<HttpStats> {
+        let listener = listen(&[V4]).await.remove(0);
+        self.port = listener.local_addr().unwrap().port();
+        let tls = Some(self.tls.with_alpn(&[H2.to_vec()]));
+        serve(listener, HttpOptions { tls, ..options })
+    }
+
     fn connector(&self, policy: FallbackPolicy) -> Connector {
         let mut roots = RootCertStore::empty();
         roots.add(self.tls.ca_der()).unwrap();
@@ -1538,16 +1547,12 @@ impl EventListener for SharedCount {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn goaway_naming_no_stream_sends_a_hundred_waiting_calls_to_one_new_connection() {
     let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
-    let listener = listen(&[V4]).await.remove(0);
-    setup.port = listener.local_addr().unwrap().port();
-    let stats = serve(
-        listener,
-        HttpOptions {
-            tls: Some(setup.tls.with_alpn(&[H2.to_vec()])),
+    let stats = setup
+        .serve_h2_with(HttpOptions {
             goaway_first: 1,
             ..HttpOptions::default()
-        },
-    );
+        })
+        .await;
     let pool = setup.pool();
 
     let outcomes = concurrent_gets(&pool, &setup.url("a.test"), "/", 100).await;
@@ -1571,17 +1576,13 @@ async fn goaway_naming_no_stream_sends_a_hundred_waiting_calls_to_one_new_connec
 #[tokio::test]
 async fn a_dropped_leader_hands_its_connect_to_one_waiter() {
     let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
-    let listener = listen(&[V4]).await.remove(0);
-    setup.port = listener.local_addr().unwrap().port();
-    let stats = serve(
-        listener,
-        HttpOptions {
-            tls: Some(setup.tls.with_alpn(&[H2.to_vec()])),
+    let stats = setup
+        .serve_h2_with(HttpOptions {
             // Every handshake takes a while: the leader is dropped during its own.
             accept_delay: Some(Duration::from_millis(150)),
             ..HttpOptions::default()
-        },
-    );
+        })
+        .await;
     let pool = setup.pool();
     let url = setup.url("a.test");
     let leader = {
