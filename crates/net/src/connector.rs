@@ -51,7 +51,7 @@ use tokio::time::Sleep;
 use crate::attempt::{TcpConnect, attempt_error, handshake};
 use crate::events::{CallEvent, ConnectionEvent};
 use crate::memory_file::MemoryFile;
-use crate::report::{LoneRace, QueryLog, RaceRecord, ReportError, Story};
+use crate::report::{QueryLog, ReportError, Story};
 use crate::{
     Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
     SocketOptions, Stream, Transport, detect_network,
@@ -89,9 +89,9 @@ pub(crate) fn race_time(reading: tokio::time::Instant) -> Instant {
 /// One reading of the clock, turned into the race clock's [`Instant`] only when something
 /// asks for it, and then once.
 ///
-/// The turning costs about twice the reading (std's `Instant` subtraction), and a race that
-/// is never built ([`RaceState::Lone`]) needs neither of its two readings turned: they go
-/// into its story as they are, and its report turns them if anyone asks.
+/// The turning costs about twice the reading (std's `Instant` subtraction), so a wake-up that
+/// the race does not need to hear of (the first poll of an attempt that is still pending)
+/// never pays for it.
 #[derive(Clone, Copy)]
 struct Moment {
     reading: tokio::time::Instant,
@@ -1327,25 +1327,19 @@ struct Race {
 
 /// Where a race's state machine is.
 enum RaceState {
-    /// Built, and stepped by the driver. Boxed: the state machine is large, and the race
+    /// Running, and stepped by the driver. Boxed: the state machine is large, and the race
     /// future is moved around by value.
     Built(Box<FastFallbackExchangeFinder>),
-    /// Not built: the driver made the race's lone opening itself
-    /// ([`FastFallbackExchangeFinder::lone_opening`]), and builds the race as it stands after
-    /// it ([`Race::build`]) as soon as anything but that attempt's success happens, or the
-    /// race waits long enough to need its timers ([`Racing::poll_timer`]). A race won by its
-    /// opening is never built; its report rebuilds it ([`RaceRecord::Lone`]).
-    Lone(LoneRace),
     /// Ended: the result took it.
     Ended,
 }
 
 impl RaceState {
-    /// The state machine, if it is built.
+    /// The state machine, until the race ends.
     fn built(&self) -> Option<&FastFallbackExchangeFinder> {
         match self {
             Self::Built(finder) => Some(finder),
-            _ => None,
+            Self::Ended => None,
         }
     }
 }
@@ -1373,7 +1367,6 @@ impl Drop for Race {
     /// The caller dropped the connect future: every attempt's future goes with the race, and
     /// what the race learned until now still reaches route memory.
     fn drop(&mut self) {
-        // A race not built yet keeps no route memory, so it has nothing to teach.
         if let RaceState::Built(finder) = &mut self.state {
             finder.abandon(now());
             self.inner.learn(self.network.id, finder, None);
@@ -1424,14 +1417,8 @@ impl Racing {
     /// to be polled again right after the driver's next turn (`yield_now`'s deferred wake).
     /// Only a race still waiting then registers it. Timers are absolute instants, so one that
     /// is registered a turn later still fires on time.
-    ///
-    /// A race not built yet ([`RaceState::Lone`]) is built here, before its timer is
-    /// registered: only the race knows its timers, and nothing has happened to it since its
-    /// opening, so it is built exactly as it stands.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // A race not built yet has timers (its deadline, at least) that only the race knows.
-        let lone = matches!(self.race.state, RaceState::Lone(_));
-        if self.armed_at.is_none() && !lone {
+        if self.armed_at.is_none() {
             return Poll::Pending;
         }
         if self.sleep.is_none() && !self.yielded {
@@ -1439,10 +1426,6 @@ impl Racing {
             // A fresh `yield_now` future hands the waker to the scheduler on its first poll.
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
             return Poll::Pending;
-        }
-        if lone {
-            self.race.build();
-            self.armed_at = self.race.poll_timeout();
         }
         let Some(at) = self.armed_at else {
             return Poll::Pending;
@@ -1507,8 +1490,7 @@ impl Race {
         (network, reading): (NetworkState, tokio::time::Instant),
     ) -> Racing {
         let mut t0 = Moment::of(reading);
-        // A literal's view needs no clock, so a race that is never built never turns its
-        // start into the race clock.
+        // A literal's view needs no clock reading of its own.
         let memory = match (&inner.db, address.connect_host()) {
             (Some(db), (Host::Ip(ip), port)) => db.literal_view(SocketAddr::new(*ip, port)),
             (Some(db), _) => db.view(network.id, &address, t0.at()),
@@ -1520,32 +1502,12 @@ impl Race {
             seed: inner.next_seed(),
             waiting: link.as_ref().is_some_and(|l| l.waiting),
         };
-        // A lone opening is made here, as the race's first turn would have made it.
-        let mut running = smallvec::SmallVec::new();
-        let state = match FastFallbackExchangeFinder::lone_opening(&address, &inner.policy, &input)
-        {
-            Some(o) => {
-                let listeners = link.as_ref().map(|l| &l.listeners);
-                let listeners = listeners.filter(|l| !l.is_empty());
-                running.push(Self::running(&inner, listeners, o.id, &o.plan));
-                RaceState::Lone(LoneRace {
-                    ip: o.plan.route.target.ip(),
-                    port: o.plan.route.target.port(),
-                    scheme: address.scheme(),
-                    policy: Arc::clone(&inner.policy),
-                    v6: input.connectivity.v6,
-                    v4: input.connectivity.v4,
-                    seed: input.seed,
-                    started: reading,
-                })
-            }
-            None => RaceState::Built(FastFallbackExchangeFinder::boxed(
-                address,
-                Arc::clone(&inner.policy),
-                input,
-                t0.at(),
-            )),
-        };
+        let state = RaceState::Built(FastFallbackExchangeFinder::boxed(
+            address,
+            Arc::clone(&inner.policy),
+            input,
+            t0.at(),
+        ));
         // Built in its future: the race is not moved again once it runs.
         Racing {
             race: Self {
@@ -1554,7 +1516,7 @@ impl Race {
                 network,
                 log: Vec::new(),
                 queries: Vec::new(),
-                running,
+                running: smallvec::SmallVec::new(),
                 finished: None,
                 pool: link.map(|link| {
                     Box::new(PoolSide {
@@ -1624,9 +1586,6 @@ impl Race {
 
     /// The race's state machine, built first if it was not.
     fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
-        if !matches!(self.state, RaceState::Built(_)) {
-            self.build();
-        }
         match &mut self.state {
             RaceState::Built(finder) => finder,
             // The state is taken only by `end`, after which the race is never polled again.
@@ -1639,16 +1598,7 @@ impl Race {
         self.state.built()
     }
 
-    /// Builds a race that is not built yet, as it stands after its opening.
-    fn build(&mut self) {
-        if let RaceState::Lone(lone) = &self.state {
-            self.state = RaceState::Built(lone.build());
-        }
-    }
-
-    /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]). A race not
-    /// built yet has timers that only the race knows: [`Racing::poll_timer`] builds it before
-    /// it waits for them.
+    /// The race's earliest timer ([`FastFallbackExchangeFinder::poll_timeout`]).
     fn poll_timeout(&self) -> Option<Instant> {
         self.built()
             .and_then(FastFallbackExchangeFinder::poll_timeout)
@@ -1657,14 +1607,6 @@ impl Race {
     /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
     /// Returns how the race ended, once it has.
     fn turn(&mut self, t: &mut Moment) -> Option<Ending> {
-        if let RaceState::Lone(_) = &self.state {
-            // Its one move was its opening: it has won once that attempt connected, which
-            // made it the finished attempt (a lone opening's attempt is the race's first).
-            return self
-                .finished
-                .is_some()
-                .then_some(Ending::Won(AttemptId::FIRST));
-        }
         let t = t.at();
         if self.finder().poll_timeout().is_some_and(|d| d <= t) {
             self.finder().handle_timeout(t);
@@ -1923,28 +1865,14 @@ impl Race {
             Ending::Pooled(id) => (Some(Winner::Pooled(*id)), None),
             Ending::Failed(_) => (None, None),
         };
-        let race = match std::mem::replace(&mut self.state, RaceState::Ended) {
-            // Won by its opening: it learned nothing, has no DNS tail, and its winner and
-            // ALPN go without saying.
-            RaceState::Lone(lone) if won => RaceRecord::Lone {
-                lone,
-                end: t.reading,
-            },
-            // Not reached (anything but the opening's success builds the race), and harmless.
-            RaceState::Lone(lone) => RaceRecord::Built {
-                race: lone.build(),
-                queries: Vec::new(),
-                winner,
-                alpn,
-                end: t.at(),
-            },
+        let story = match std::mem::replace(&mut self.state, RaceState::Ended) {
             RaceState::Built(mut finder) => {
                 let keep = self.pool.as_mut().map(|p| &mut p.lessons);
                 self.inner.learn(self.network.id, &mut finder, keep);
                 if won && let Some(until) = finder.dns_tail_deadline() {
                     self.start_dns_tail(until);
                 }
-                RaceRecord::Built {
+                Story {
                     race: finder,
                     queries: std::mem::take(&mut self.log),
                     winner,
@@ -1954,7 +1882,6 @@ impl Race {
             }
             RaceState::Ended => return Err(ConnectError::Internal("a race that ended twice")),
         };
-        let story = Story { race };
         match ending {
             Ending::Won(id) => {
                 let Some(stream) = stream else {
@@ -2056,27 +1983,10 @@ impl Race {
         self.finished = Some((id, Stream::Plain(transport), None));
     }
 
-    /// The lone opening's attempt (running attempt `i`) connected: plain TCP, nothing after
-    /// it, so the race has won, in this instant, without ever being built.
-    fn lone_connected(&mut self, i: usize, transport: Transport) {
-        let RaceState::Lone(lone) = &self.state else {
-            return;
-        };
-        let route = lone.target();
-        self.connected_plain(i, route, transport);
-    }
-
     /// Hands one event to the race.
-    ///
-    /// A race not built yet ([`RaceState::Lone`]) stays so only when its opening's attempt
-    /// connects; any other event builds it first ([`Self::finder`], or [`Self::build`] where
-    /// the plan is read before the race is told).
     fn handle(&mut self, wake: Wake, t: &mut Moment) {
         match wake {
-            Wake::Tcp(i, Ok(transport)) if matches!(self.state, RaceState::Lone(_)) => {
-                self.lone_connected(i, transport);
-            }
-            Wake::Timer => self.build(),
+            Wake::Timer => {}
             Wake::Offer(Offer::Pooled(lease)) => {
                 // A race that ended already refuses it; dropping the lease gives it back.
                 if self.finder().handle_pooled(lease.id(), t.at())
@@ -2171,7 +2081,6 @@ impl Race {
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
             }
             Wake::Tcp(i, Err(error)) | Wake::Tunnel(i, Err(error)) | Wake::Tls(i, Err(error)) => {
-                self.build();
                 let id = self.running.remove(i).id;
                 tracing::debug!(%id, %error, "attempt failed");
                 let Some(failed) = self.plan_of(id) else {
@@ -2251,35 +2160,6 @@ mod tests {
         // The fresh reading holds for another `NETWORK_TTL` from when it was taken.
         let until = inner.detected.lock().unwrap().map(|(until, _)| until);
         assert_eq!(until, Some(t0 + NETWORK_TTL + NETWORK_TTL));
-    }
-
-    /// The driver takes the lone path where the race names a lone opening, and only there:
-    /// the paused-time tests compare the two paths' reports, which would say nothing if the
-    /// driver built every race. (A connector builds only with a crypto backend.)
-    #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
-    #[test]
-    fn a_literal_without_route_memory_starts_unbuilt_with_its_attempt_and_a_name_starts_built() {
-        let mut policy = FallbackPolicy::default();
-        policy.route_memory.enabled = false;
-        let connector = Connector::builder()
-            .policy(policy)
-            .resolver(crate::StaticResolver::new())
-            .connectivity(Connectivity::DUAL_STACK)
-            .build()
-            .unwrap();
-        let start = |origin: &str| {
-            let t0 = reading();
-            let network = connector.inner.network(t0);
-            let address = Address::parse(origin).unwrap();
-            Race::start(Arc::clone(&connector.inner), address, None, (network, t0))
-        };
-        let literal = start("tcp://192.0.2.1:80");
-        assert!(matches!(literal.race.state, RaceState::Lone(_)));
-        let ids: Vec<_> = literal.race.running.iter().map(|r| r.id).collect();
-        assert_eq!(ids, [AttemptId::FIRST]);
-        let name = start("tcp://example.test:80");
-        assert!(matches!(name.race.state, RaceState::Built(_)));
-        assert!(name.race.running.is_empty());
     }
 
     /// Built with no crypto backend (`--no-default-features`; CI runs it so) and with no

@@ -418,17 +418,15 @@ fn the_connect_deadline_ends_the_race_with_every_cause() {
     });
 }
 
-/// A connect to the literal `V4A` on `script`, given up at `give_up`, by a connector whose
-/// route memory is on or off: its report (or its error's), or `None` if it was given up, and
-/// the dialer's log. With memory off, the race's only move is its opening, which the driver
-/// makes without building the race; with memory on, the race is built at its start.
+/// A connect to the literal `V4A` on `script`, given up at `give_up`, by a connector without
+/// route memory (so that the race's only move is one attempt): its report (or its error's),
+/// or `None` if it was given up, and the dialer's log.
 fn literal_connect(
-    memory: bool,
     mut policy: FallbackPolicy,
     script: Script,
     give_up: u64,
 ) -> (Option<String>, Vec<String>) {
-    policy.route_memory.enabled = memory;
+    policy.route_memory.enabled = false;
     paused(async {
         let w = world(policy, &[], &[(V4A, script)]);
         let origin = format!("tcp://{V4A}:{PORT}");
@@ -442,37 +440,8 @@ fn literal_connect(
 }
 
 #[test]
-fn a_literal_race_reports_the_same_whether_or_not_the_driver_built_it() {
-    let builder = || {
-        FallbackPolicy::builder()
-            .attempt_timeout(ms(300))
-            .build()
-            .unwrap()
-    };
-    let cases = [
-        // Won by its opening: the lone race is never built, and its report rebuilds it.
-        ("connects at once", Script::ConnectAfter(0), 5_000),
-        // The others are built on the way: at the failure, or when the race waits.
-        ("connects at 20 ms", Script::ConnectAfter(20), 5_000),
-        ("refused at 5 ms", Script::RefuseAfter(5), 5_000),
-        ("never answers", Script::Blackhole, 5_000),
-        ("given up at 50 ms", Script::Blackhole, 50),
-    ];
-    for (what, script, give_up) in cases {
-        let built = literal_connect(true, builder(), script, give_up);
-        let lone = literal_connect(false, builder(), script, give_up);
-        assert_eq!(lone, built, "{what}");
-    }
-}
-
-#[test]
 fn a_literal_that_connects_at_once_wins_in_that_instant() {
-    let (report, log) = literal_connect(
-        false,
-        FallbackPolicy::default(),
-        Script::ConnectAfter(0),
-        5_000,
-    );
+    let (report, log) = literal_connect(FallbackPolicy::default(), Script::ConnectAfter(0), 5_000);
     let report = report.unwrap();
     assert!(report.contains("tcp at 0.0 ms; won at 0.0 ms"), "{report}");
     assert_eq!(log, [format!("0 dial {V4A}")]);
@@ -484,7 +453,7 @@ fn a_literal_past_its_attempt_timeout_fails_at_that_instant_and_closes_its_dial(
         .attempt_timeout(ms(300))
         .build()
         .unwrap();
-    let (report, log) = literal_connect(false, policy, Script::Blackhole, 5_000);
+    let (report, log) = literal_connect(policy, Script::Blackhole, 5_000);
     let report = report.unwrap();
     assert!(report.contains("300.0 ms"), "{report}");
     assert_eq!(
@@ -494,7 +463,7 @@ fn a_literal_past_its_attempt_timeout_fails_at_that_instant_and_closes_its_dial(
 }
 
 #[test]
-fn a_literal_dropped_before_its_race_is_built_closes_its_dial_at_that_instant() {
+fn a_literal_dropped_while_its_attempt_runs_closes_its_dial_at_that_instant() {
     paused(async {
         let mut policy = FallbackPolicy::default();
         policy.route_memory.enabled = false;
@@ -515,12 +484,7 @@ fn a_literal_dropped_before_its_race_is_built_closes_its_dial_at_that_instant() 
 
 #[test]
 fn a_refused_literal_fails_at_the_refusal() {
-    let (report, log) = literal_connect(
-        false,
-        FallbackPolicy::default(),
-        Script::RefuseAfter(5),
-        5_000,
-    );
+    let (report, log) = literal_connect(FallbackPolicy::default(), Script::RefuseAfter(5), 5_000);
     let report = report.unwrap();
     assert!(report.contains("refused"), "{report}");
     assert!(report.contains("5.0 ms"), "{report}");

@@ -2,20 +2,14 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
-use fastfallback_plan::{
-    AttemptRecord, AttemptState, FallbackPolicy, FastFallbackExchangeFinder, RaceInput,
-};
+use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Family, HttpsRecord,
-    Instant, Phase, Query, QueryKind, QueryName, Winner,
+    Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
+    QueryKind, QueryName, Winner,
 };
-use fastfallback_route::{Address, Connectivity, Host, Scheme};
 use serde::Serialize;
-
-use crate::connector::race_time;
 
 /// The whole story of one race: every DNS query and every attempt, with times relative to the
 /// start of the race.
@@ -415,114 +409,16 @@ impl RaceReport {
 /// than the race itself.
 #[derive(Debug)]
 pub(crate) struct Story {
-    /// The finished race and how and when it ended, or what rebuilds the race.
-    pub(crate) race: RaceRecord,
-}
-
-/// A race as a [`Story`] keeps it.
-#[derive(Debug)]
-pub(crate) enum RaceRecord {
-    /// The finished race, its queries, and how it ended.
-    Built {
-        /// The race itself (boxed once when the race started): it holds the origin and every
-        /// attempt, so nothing is copied out of it. Its start
-        /// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
-        race: Box<FastFallbackExchangeFinder>,
-        queries: Vec<QueryLog>,
-        /// How the race ended well: its winning attempt, or the pooled connection it took.
-        winner: Option<Winner>,
-        alpn: Option<Alpn>,
-        /// When the race ended.
-        end: Instant,
-    },
-    /// A race won by its lone opening, never built: rebuilt, as it would have ended, only
-    /// when its report is asked for. It sent no query, its winner is that opening's
-    /// attempt, and it negotiated no ALPN (plain TCP). Kept inline: what the other variant
-    /// holds beside its box leaves room for it, so a `Story` is no larger for it and a
-    /// connect to a loopback literal allocates nothing of its own.
-    Lone {
-        lone: LoneRace,
-        /// When the race ended, as tokio's clock read it: turned into the race clock only
-        /// for a report.
-        end: tokio::time::Instant,
-    },
-}
-
-/// A race whose lone opening the driver made itself
-/// ([`FastFallbackExchangeFinder::lone_opening`]): what builds the race, exactly as it stands
-/// after that opening, once the driver or a report needs it.
-///
-/// The origin is kept as its parts (an IP literal with neither zone nor proxy is nothing
-/// more), which keeps this small.
-#[derive(Debug)]
-pub(crate) struct LoneRace {
-    pub(crate) ip: IpAddr,
-    pub(crate) port: u16,
-    pub(crate) scheme: Scheme,
-    pub(crate) policy: Arc<FallbackPolicy>,
-    /// The [`RaceInput`] the opening was made from: its connectivity (a lone opening is
-    /// made only without a NAT64 prefix, so two flags say it all) and its seed. Its route
-    /// memory was disabled, and it was not waiting.
-    pub(crate) v6: bool,
-    pub(crate) v4: bool,
-    pub(crate) seed: u64,
-    /// When the race started, as tokio's clock read it (turned into the race clock only
-    /// when the race is built).
-    pub(crate) started: tokio::time::Instant,
-}
-
-impl LoneRace {
-    /// Where the opening's attempt goes.
-    pub(crate) fn target(&self) -> SocketAddr {
-        SocketAddr::new(self.ip, self.port)
-    }
-
-    /// The race as it stands after its opening.
-    pub(crate) fn build(&self) -> Box<FastFallbackExchangeFinder> {
-        let connectivity = Connectivity {
-            v6: self.v6,
-            v4: self.v4,
-            nat64: None,
-        };
-        let input = RaceInput::new(connectivity).seed(self.seed);
-        // The same origin: a literal, its port (not 0: it was one already) and its scheme.
-        let address = Address::new(Host::Ip(self.ip), self.port, self.scheme)
-            .unwrap_or_else(|_| unreachable!("the origin's own port"));
-        FastFallbackExchangeFinder::after_lone_opening(
-            address,
-            Arc::clone(&self.policy),
-            input,
-            race_time(self.started),
-        )
-    }
-
-    /// The race as it ended at `end`: built, and told that its attempt connected then (the
-    /// race won in the instant it connected).
-    fn finished(&self, end: Instant) -> Box<FastFallbackExchangeFinder> {
-        let mut race = self.build();
-        race.handle_attempt(AttemptId::FIRST, AttemptEvent::Connected(None), end);
-        while race.poll_output(end).is_some() {}
-        race
-    }
-}
-
-impl RaceRecord {
+    /// The race itself (boxed once when the race started): it holds the origin and every
+    /// attempt, so nothing is copied out of it. Its start
+    /// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
+    pub(crate) race: Box<FastFallbackExchangeFinder>,
+    pub(crate) queries: Vec<QueryLog>,
+    /// How the race ended well: its winning attempt, or the pooled connection it took.
+    pub(crate) winner: Option<Winner>,
+    pub(crate) alpn: Option<Alpn>,
     /// When the race ended.
-    fn end(&self) -> Instant {
-        match self {
-            Self::Built { end, .. } => *end,
-            Self::Lone { end, .. } => race_time(*end),
-        }
-    }
-
-    /// Runs `f` on the race that ended and its queries: the finished race, or one rebuilt
-    /// for the purpose.
-    fn with<R>(&self, f: impl FnOnce(&FastFallbackExchangeFinder, &[QueryLog]) -> R) -> R {
-        match self {
-            Self::Built { race, queries, .. } => f(race, queries),
-            Self::Lone { lone, .. } => f(&lone.finished(self.end()), &[]),
-        }
-    }
+    pub(crate) end: Instant,
 }
 
 /// One DNS query as sent and answered.
@@ -537,11 +433,8 @@ impl Story {
     /// The address the winning attempt connected to: the unspecified address for a race that
     /// no attempt of its own won (a connection always has its winning attempt).
     pub(crate) fn peer(&self) -> SocketAddr {
-        match (self.winner(), &self.race) {
-            (Some(Winner::Attempt(_)), RaceRecord::Lone { lone, .. }) => Some(lone.target()),
-            (Some(Winner::Attempt(id)), RaceRecord::Built { race, .. }) => {
-                race.attempt(id).map(|a| a.plan.route.target)
-            }
+        match self.winner {
+            Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
             _ => None,
         }
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
@@ -549,31 +442,24 @@ impl Story {
 
     /// How the race ended well: its winning attempt, or the pooled connection it took.
     pub(crate) fn winner(&self) -> Option<Winner> {
-        match &self.race {
-            RaceRecord::Built { winner, .. } => *winner,
-            RaceRecord::Lone { .. } => Some(Winner::Attempt(AttemptId::FIRST)),
-        }
+        self.winner
     }
 
     /// The protocol the winner negotiated.
     pub(crate) fn alpn(&self) -> Option<&Alpn> {
-        match &self.race {
-            RaceRecord::Built { alpn, .. } => alpn.as_ref(),
-            RaceRecord::Lone { .. } => None,
-        }
+        self.alpn.as_ref()
     }
 
     /// The report of a race that did not fail (a failure's adds its error).
     pub(crate) fn report(&self) -> RaceReport {
-        self.race
-            .with(|race, queries| self.report_of(race, queries))
+        self.report_of(&self.race, &self.queries)
     }
 
     fn report_of(&self, race: &FastFallbackExchangeFinder, queries: &[QueryLog]) -> RaceReport {
         let t0 = race.started();
         RaceReport {
             origin: race.address().to_string(),
-            elapsed: since(self.race.end(), t0),
+            elapsed: since(self.end, t0),
             queries: queries
                 .iter()
                 .map(|q| {
