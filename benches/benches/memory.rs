@@ -156,7 +156,7 @@ fn run_races<'a>(connector: &'a Connector, origin: &'a str, n: usize) -> Vec<Rac
 /// buffers are in both and cancel out.
 async fn pooled_connection_bytes(n: usize) -> (f64, f64) {
     use bytes::Bytes;
-    use fastfallback_net::Pool;
+    use fastfallback_http::Pool;
     use fastfallback_testnet::http::{HttpOptions, serve};
     use http_body_util::{BodyExt, Full};
 

@@ -27,9 +27,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fastfallback_benches::{HyperTls, LookupIp, hickory, median};
-use fastfallback_net::{
-    Connectivity, Connector, FallbackPolicy, HickoryResolver, Origin, Pool, StaticResolver,
-};
+use fastfallback_http::{Origin, Pool};
+use fastfallback_net::{Connectivity, Connector, FallbackPolicy, HickoryResolver, StaticResolver};
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
 use fastfallback_testnet::{
     DnsZone, Match, Rule, ServerKind, TestNet, TlsMaterial, server_v4, server_v6,

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Args;
-use fastfallback_net::{Pool, Source};
+use fastfallback_http::Pool;
+use fastfallback_net::Source;
 use http_body_util::BodyExt;
 
 use crate::Outcome;

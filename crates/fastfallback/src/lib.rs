@@ -39,6 +39,8 @@
 //! [`pool`], [`proto`]): no runtime, DNS or TLS stack is compiled. Its examples (the
 //! README's "Using the race") compile either way; the others need `driver` or `http`.
 
+#[cfg(feature = "http")]
+pub use fastfallback_http::*;
 #[cfg(feature = "driver")]
 pub use fastfallback_net::*;
 /// rustls, the version the driver is built with: [`ConnectorBuilder::tls_config`] takes its

@@ -179,11 +179,13 @@ pub trait ConnectionListener: Send + Sync + 'static {
     fn event(&self, event: &ConnectionEvent);
 }
 
-/// The listeners one race reports to.
+/// The listeners one race reports to (a linked race's, [`crate::link::RaceLink`]).
 #[derive(Clone, Default)]
-pub(crate) struct Listeners {
-    pub(crate) call: Option<Arc<dyn EventListener>>,
-    pub(crate) connection: Option<Arc<dyn ConnectionListener>>,
+pub struct Listeners {
+    /// Hears the call's events.
+    pub call: Option<Arc<dyn EventListener>>,
+    /// Hears the connection's events.
+    pub connection: Option<Arc<dyn ConnectionListener>>,
 }
 
 impl fmt::Debug for Listeners {
@@ -196,19 +198,20 @@ impl fmt::Debug for Listeners {
 }
 
 impl Listeners {
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether nobody listens.
+    pub fn is_empty(&self) -> bool {
         self.call.is_none() && self.connection.is_none()
     }
 
     /// A call event (built only if someone listens).
-    pub(crate) fn call(&self, event: impl FnOnce() -> CallEvent) {
+    pub fn call(&self, event: impl FnOnce() -> CallEvent) {
         if let Some(l) = &self.call {
             l.event(&event());
         }
     }
 
     /// A connection event (built only if someone listens).
-    pub(crate) fn connection(&self, event: impl FnOnce() -> ConnectionEvent) {
+    pub fn connection(&self, event: impl FnOnce() -> ConnectionEvent) {
         if let Some(l) = &self.connection {
             l.event(&event());
         }

@@ -12,11 +12,11 @@
 //! - [`KernelSources`]: RFC 6724 source address selection asked of the kernel, outside the
 //!   race; the answers go in with each DNS answer.
 //! - [`Dial`]: the seam for supplying your own sockets (and fakes in tests).
-//! - With the `http` feature (default): `Pool` (connection reuse over HTTP/1.1 and HTTP/2)
-//!   and `HyperConnector` (a connector for hyper-util's client).
+//! - [`link`]: the seam a connection pool links races through (single flight, connections
+//!   offered mid-race, resolved addresses, kept attempts). `fastfallback-http` builds its
+//!   `Pool` on it; this crate knows nothing of HTTP.
 //!
-//! Features: `http` (default) as above; `aws-lc-rs` (default) or `ring`: rustls's crypto
-//! backend, used when the application installed no process-wide `CryptoProvider`;
+//! Features: `aws-lc-rs` (default) or `ring`: rustls's crypto backend, used when the application installed no process-wide `CryptoProvider`;
 //! `platform-verifier`: `ConnectorBuilder::platform_verifier`, the operating system's
 //! certificate verifier instead of the webpki roots.
 //!
@@ -34,20 +34,13 @@
 //! # Ok(()) }
 //! ```
 
-// Without the pool, the connector's pool-facing plumbing (offers, spares, the verifier kept
-// for coalescing) has no caller; it stays compiled rather than being cut into cfg islands.
-#![cfg_attr(not(feature = "http"), allow(dead_code))]
-
 mod attempt;
 mod connectivity;
 mod connector;
 mod ech;
 mod events;
-#[cfg(feature = "http")]
-mod hyper_connector;
+pub mod link;
 mod memory_file;
-#[cfg(feature = "http")]
-mod pool;
 mod proxy;
 mod report;
 mod resolve;
@@ -60,13 +53,6 @@ pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
 pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Source};
-#[cfg(feature = "http")]
-pub use hyper_connector::{ConnectInfo, HyperConnecting, HyperConnector, HyperIo};
-#[cfg(feature = "http")]
-pub use pool::{
-    Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
-    RequestBody,
-};
 pub use report::{
     AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,
     QueryReport, RaceReport, ReportError,

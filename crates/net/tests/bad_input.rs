@@ -674,20 +674,6 @@ async fn a_huge_answer_keeps_the_error_and_the_report_small() {
 }
 
 #[tokio::test]
-async fn a_tcp_origin_given_to_the_pool_is_refused_without_its_password() {
-    let pool = fastfallback_net::Pool::new(connector(&Canned::default()));
-    let Err(err) = pool.origin("tcp://user:hunter2-secret@127.0.0.1:80") else {
-        panic!("a tcp:// origin is not an HTTP origin");
-    };
-    let text = err.to_string();
-    assert!(!text.contains("hunter2"), "{text}");
-    assert!(
-        text.contains("\"tcp://127.0.0.1:80\" is not an http:// or https:// origin"),
-        "{text}"
-    );
-}
-
-#[tokio::test]
 async fn the_report_shows_what_the_network_chose_with_its_control_characters_escaped() {
     let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .unwrap()

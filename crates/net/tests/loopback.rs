@@ -4,11 +4,9 @@
 //! servers listen on the same port of one or both addresses. Connectivity is set to dual stack,
 //! so the tests do not depend on whether the machine itself has global IPv6.
 
-mod support;
-
+use fastfallback_testkit::Millis;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use support::Millis;
 
 use fastfallback_net::{
     BuildError, ConnectError, Connectivity, Connector, FallbackPolicy, StaticResolver,

@@ -6,14 +6,10 @@
 //! (CAP_NET_ADMIN); without it they print "skipped: needs CAP_NET_ADMIN" and pass, except
 //! under `CI=true`, where they fail.
 
-mod support;
-#[path = "support/testnet.rs"]
-mod testnet_support;
-
+use fastfallback_testkit::Millis;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use support::Millis;
 
 use fastfallback_net::{ConnectError, Connector, FallbackPolicy};
 use fastfallback_proto::{Family, RaceErrorKind};
@@ -49,7 +45,7 @@ fn network(test: &str, dns64: bool) -> Option<(MutexGuard<'static, ()>, TestNet,
 /// A connector for the network; build it on the client's side (in `block_on_client`): it
 /// reads the kernel's connectivity where it is built.
 fn connector(net: &TestNet) -> Connector {
-    testnet_support::builder(net)
+    fastfallback_testkit::wire::builder(net)
         .policy(
             FallbackPolicy::builder()
                 .connect_timeout(Duration::from_secs(3))

@@ -3,70 +3,18 @@
 //! who resolves the origin's name, failover across a proxy list, and pooled connections
 //! through a proxy.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use fastfallback_net::{ConnectError, Connector, Pool, StaticResolver};
+use fastfallback_net::{ConnectError, Connector, StaticResolver};
 use fastfallback_proto::{Alpn, AttemptErrorKind, Phase};
 use fastfallback_route::{Credentials, Host, Proxy};
-use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
-use fastfallback_testnet::proxy::{ProxyOptions, ProxyStats, serve_http_connect, serve_socks5};
+use fastfallback_testkit::loopback::{LOCALHOST, TlsOrigin, http_proxy};
+
+use fastfallback_testnet::proxy::{ProxyOptions, ProxyStats, serve_socks5};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const SECRET: &str = "s3cret-Pa55";
-const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-
-/// An HTTPS origin on 127.0.0.1 for `localhost` and `origin.test`, speaking h2 and http/1.1.
-struct Origin {
-    tls: TlsMaterial,
-    port: u16,
-    stats: Arc<HttpStats>,
-}
-
-impl Origin {
-    async fn start() -> Self {
-        let tls =
-            TlsMaterial::new(&["localhost".to_owned(), "origin.test".to_owned()], &[]).unwrap();
-        let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stats = serve(
-            listener,
-            HttpOptions {
-                tls: Some(tls.with_alpn(&[b"h2".to_vec(), b"http/1.1".to_vec()])),
-                ..HttpOptions::default()
-            },
-        );
-        Self { tls, port, stats }
-    }
-
-    fn roots(&self) -> rustls::RootCertStore {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.tls.ca_der()).unwrap();
-        roots
-    }
-
-    fn connector(&self, proxies: &[Proxy]) -> Connector {
-        let mut b = Connector::builder()
-            .root_certificates(self.roots())
-            .resolver(StaticResolver::new().with("origin.test", [LOCALHOST]));
-        for p in proxies {
-            b = b.proxy(p.clone());
-        }
-        b.build().unwrap()
-    }
-}
-
-async fn http_proxy(options: ProxyOptions) -> (Proxy, Arc<ProxyStats>) {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    (
-        Proxy::http(Host::Ip(LOCALHOST), port),
-        serve_http_connect(listener, options),
-    )
-}
 
 async fn socks_proxy(options: ProxyOptions) -> (Proxy, Arc<ProxyStats>) {
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
@@ -95,7 +43,7 @@ fn dead_proxy() -> Proxy {
 
 #[tokio::test]
 async fn an_http_connect_tunnel_carries_tls_to_the_origin_with_alpn() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (proxy, stats) = http_proxy(ProxyOptions::default()).await;
     let conn = origin
         .connector(std::slice::from_ref(&proxy))
@@ -118,7 +66,7 @@ async fn an_http_connect_tunnel_carries_tls_to_the_origin_with_alpn() {
 
 #[tokio::test]
 async fn a_socks5_proxy_resolves_the_name_itself_unless_told_otherwise() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (proxy, stats) = socks_proxy(ProxyOptions::default()).await;
     let conn = origin
         .connector(std::slice::from_ref(&proxy))
@@ -173,7 +121,7 @@ fn proxy_credentials_are_sent_checked_and_never_shown() {
             .build()
             .unwrap();
         rt.block_on(async {
-            let origin = Origin::start().await;
+            let origin = TlsOrigin::start().await;
             let url = format!("https://localhost:{}", origin.port);
             let (http, _) = http_proxy(requiring_credentials()).await;
             let good = http
@@ -225,7 +173,7 @@ fn proxy_credentials_are_sent_checked_and_never_shown() {
 
 #[tokio::test]
 async fn socks5_credentials_are_checked() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (socks, stats) = socks_proxy(requiring_credentials()).await;
     let url = format!("https://localhost:{}", origin.port);
     let none = origin
@@ -260,7 +208,7 @@ async fn socks5_credentials_are_checked() {
 
 #[tokio::test]
 async fn a_dead_proxy_fails_over_to_the_next_one() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (live, stats) = http_proxy(ProxyOptions::default()).await;
     let connector = origin.connector(&[dead_proxy(), live.clone()]);
     let conn = connector
@@ -289,7 +237,7 @@ async fn a_dead_proxy_fails_over_to_the_next_one() {
 
 #[tokio::test]
 async fn a_certificate_failure_through_a_proxy_does_not_fail_over() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (first, first_stats) = http_proxy(ProxyOptions::default()).await;
     let (second, second_stats) = http_proxy(ProxyOptions::default()).await;
     // Webpki roots: the test CA is not trusted.
@@ -341,37 +289,11 @@ async fn a_server_that_speaks_first_is_heard_through_the_tunnel() {
     assert_eq!(banner, b"SSH-2.0-test banner\r\n");
 }
 
-#[tokio::test]
-async fn pooled_connections_through_a_proxy_are_reused_and_keyed_by_it() {
-    let origin = Origin::start().await;
-    let (proxy, stats) = http_proxy(ProxyOptions::default()).await;
-    let proxy = proxy.with_credentials(Credentials::new("alice", SECRET));
-    let pool = Pool::new(origin.connector(&[proxy]));
-    let url = format!("https://localhost:{}", origin.port);
-    let o = pool.origin(&url).unwrap();
-    let key = o.key().proxy().expect("keyed by the proxy").to_owned();
-    assert!(key.contains("127.0.0.1") && !key.contains(SECRET), "{key}");
-    for _ in 0..2 {
-        let request = http::Request::get(format!("{url}/"))
-            .body(Bytes::new())
-            .unwrap();
-        let response = pool.send(request).await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(response.status(), http::StatusCode::OK);
-        response.into_body().bytes().await.unwrap();
-    }
-    assert_eq!(
-        stats.tunnels(),
-        1,
-        "the second call reused the tunnelled connection"
-    );
-    assert_eq!(origin.stats.connections(), 1);
-}
-
 /// A proxy that accepts TCP and never answers the tunnel request: the attempt times out in
 /// the tunnel step, and says so (it used to read "during tls", TCP being done).
 #[tokio::test]
 async fn a_proxy_that_accepts_and_never_answers_times_out_in_the_tunnel() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -414,7 +336,7 @@ async fn a_proxy_that_accepts_and_never_answers_times_out_in_the_tunnel() {
 /// The tunnel is a step of its own for a plan without TLS too (`tcp://` through a proxy).
 #[tokio::test]
 async fn a_plain_tcp_connect_through_a_proxy_opens_its_tunnel_then_connects() {
-    let origin = Origin::start().await;
+    let origin = TlsOrigin::start().await;
     let (proxy, stats) = http_proxy(ProxyOptions::default()).await;
     let conn = origin
         .connector(&[proxy])

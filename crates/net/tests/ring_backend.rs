@@ -1,5 +1,5 @@
 //! The driver built with rustls's ring backend instead of aws-lc-rs (features
-//! `--no-default-features --features ring,http`; CI runs it so). With no process-wide provider
+//! `--no-default-features --features ring`; CI runs it so). With no process-wide provider
 //! installed, the connector uses the backend it was built with, and a TLS race completes.
 #![cfg(all(feature = "ring", not(feature = "aws-lc-rs")))]
 

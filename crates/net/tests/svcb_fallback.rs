@@ -4,9 +4,6 @@
 //! `CI=true`. The exact timeline is asserted on virtual time
 //! (`when_every_svcb_endpoint_fails_the_origin_is_tried_on_its_own_port` in crates/plan).
 
-#[path = "support/testnet.rs"]
-mod testnet_support;
-
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -51,7 +48,7 @@ fn refused_svcb_endpoints_fall_back_to_the_origin_on_its_own_port() {
         net.serve(SocketAddr::new(ip, 443), tls).unwrap();
     }
     let report = net.block_on_client(async {
-        let connector = testnet_support::builder(&net)
+        let connector = fastfallback_testkit::wire::builder(&net)
             .policy(FallbackPolicy::default())
             .build()
             .unwrap();

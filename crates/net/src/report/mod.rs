@@ -407,8 +407,11 @@ impl RaceReport {
 /// What a race recorded, kept without formatting anything; a [`RaceReport`] is made from it
 /// only when someone asks. Formatting addresses and plans for every connect would cost more
 /// than the race itself.
+///
+/// A linked race hands one over with a pooled connection ([`crate::link::Raced::Pooled`]),
+/// and [`crate::Connection::into_story`] takes a connection apart into its stream and story.
 #[derive(Debug)]
-pub(crate) struct Story {
+pub struct Story {
     /// The race itself (boxed once when the race started): it holds the origin and every
     /// attempt, so nothing is copied out of it. Its start
     /// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
@@ -432,7 +435,7 @@ pub(crate) struct QueryLog {
 impl Story {
     /// The address the winning attempt connected to: the unspecified address for a race that
     /// no attempt of its own won (a connection always has its winning attempt).
-    pub(crate) fn peer(&self) -> SocketAddr {
+    pub fn peer(&self) -> SocketAddr {
         match self.winner {
             Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
             _ => None,
@@ -441,17 +444,17 @@ impl Story {
     }
 
     /// How the race ended well: its winning attempt, or the pooled connection it took.
-    pub(crate) fn winner(&self) -> Option<Winner> {
+    pub fn winner(&self) -> Option<Winner> {
         self.winner
     }
 
     /// The protocol the winner negotiated.
-    pub(crate) fn alpn(&self) -> Option<&Alpn> {
+    pub fn alpn(&self) -> Option<&Alpn> {
         self.alpn.as_ref()
     }
 
     /// The report of a race that did not fail (a failure's adds its error).
-    pub(crate) fn report(&self) -> RaceReport {
+    pub fn report(&self) -> RaceReport {
         self.report_of(&self.race, &self.queries)
     }
 

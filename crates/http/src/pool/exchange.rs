@@ -18,9 +18,9 @@ mod upload;
 
 use super::conn::{BoxError, Conn, H1Sender};
 use super::{ExchangeError, Origin};
-use crate::RaceReport;
-use crate::events::{CallEvent, ConnectionEvent, EventListener, Source};
-use crate::report::Story;
+use fastfallback_net::RaceReport;
+use fastfallback_net::link::Story;
+use fastfallback_net::{CallEvent, ConnectionEvent, EventListener, Source};
 use retry::Failed;
 use upload::Upload;
 
@@ -94,6 +94,28 @@ impl Lease {
         let id = self.id;
         self.id = PooledId(0);
         id
+    }
+}
+
+/// What the race holds while it decides: the driver hands an offered lease back unchanged
+/// ([`fastfallback_net::link::Raced::Pooled`]), or drops it, which gives the reservation back.
+impl fastfallback_net::link::Lease for Lease {
+    fn id(&self) -> PooledId {
+        self.id
+    }
+}
+
+impl Lease {
+    /// Offered to a race ([`fastfallback_net::link::Offer::Pooled`]).
+    pub(crate) fn offered(self) -> Box<dyn fastfallback_net::link::Lease> {
+        Box::new(self)
+    }
+
+    /// A lease the driver handed back: ours, since this pool offered it (`None` for one of
+    /// another kind, which no race of this pool can hold).
+    pub(crate) fn handed_back(lease: Box<dyn fastfallback_net::link::Lease>) -> Option<Self> {
+        let lease: Box<dyn std::any::Any + Send> = lease;
+        lease.downcast::<Self>().ok().map(|l| *l)
     }
 }
 

@@ -10,8 +10,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 
 use super::{BoxError, CallEnd, Carrier, Exchange, Keeper};
-use crate::events::{CallEvent, EventListener, Source};
 use crate::pool::{Body, Call, ExchangeError, Origin};
+use fastfallback_net::{CallEvent, EventListener, Source};
 
 /// A send that failed, and whether the request is known not to have reached the server's
 /// processing (it was never sent: the connection went away first).

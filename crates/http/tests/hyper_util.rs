@@ -5,7 +5,8 @@
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use fastfallback_net::{ConnectInfo, Connectivity, Connector, HyperConnector, StaticResolver};
+use fastfallback_http::{ConnectInfo, HyperConnector};
+use fastfallback_net::{Connectivity, Connector, StaticResolver};
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
 use http_body_util::{BodyExt, Empty};

@@ -24,7 +24,7 @@ use super::{Body, ExchangeError, Pool};
 /// Any other body goes in with [`RequestBody::new`] (or `request.map(RequestBody::new)`).
 ///
 /// ```
-/// use fastfallback_net::RequestBody;
+/// use fastfallback_http::RequestBody;
 /// use http_body::Body as _;
 ///
 /// assert_eq!(RequestBody::from("hello").size_hint().exact(), Some(5));
@@ -126,7 +126,8 @@ impl HttpBody for RequestBody {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use fastfallback_net::{Connector, Pool, RequestBody};
+/// use fastfallback_http::{Pool, RequestBody};
+/// use fastfallback_net::Connector;
 /// use tower::{Service, ServiceExt};
 ///
 /// let pool = Pool::new(Connector::builder().build()?);

@@ -16,7 +16,7 @@ use rustls::pki_types::CertificateDer;
 use tokio::task::AbortHandle;
 
 use super::{ExchangeError, Shared};
-use crate::Stream;
+use fastfallback_net::Stream;
 
 /// The request body type of HTTP/1 connections.
 pub(crate) type H1Body = UnsyncBoxBody<Bytes, BoxError>;

@@ -49,21 +49,19 @@ use rustls::pki_types::{ServerName, UnixTime};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use crate::connector::{Offer, PoolLink, Raced, Watch, now};
-use crate::events::Source;
-use crate::events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Listeners};
-use crate::{ConnectError, Connector};
 use conn::{Conn, H1Sender, Health, Proto};
 pub use exchange::{Body, Exchange};
 use exchange::{Held, Lease, Parts};
+use fastfallback_net::link::{Listeners, Offer, RaceLink, Raced, Spare, Watch, now};
+use fastfallback_net::{
+    CallEvent, ConnectError, ConnectionEvent, ConnectionListener, Connector, EventListener, Source,
+};
 pub use service::RequestBody;
-
-pub(crate) use exchange::Lease as PoolLease;
 
 /// An origin an exchange goes to, parsed once: its address and its pool key.
 ///
 /// ```
-/// # fn demo(pool: &fastfallback_net::Pool) -> Result<(), Box<dyn std::error::Error>> {
+/// # fn demo(pool: &fastfallback_http::Pool) -> Result<(), Box<dyn std::error::Error>> {
 /// let origin = pool.origin("https://example.com")?;
 /// assert_eq!(origin.to_string(), "https://example.com:443");
 /// # Ok(()) }
@@ -265,7 +263,8 @@ pub struct PoolStats {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use fastfallback_net::{Connector, Pool};
+/// use fastfallback_http::Pool;
+/// use fastfallback_net::Connector;
 ///
 /// let pool = Pool::new(Connector::builder().build()?);
 /// let origin = pool.origin("https://example.com")?;
@@ -650,7 +649,8 @@ impl Pool {
 /// Per-call settings for [`Pool::exchange_with`].
 ///
 /// ```
-/// use fastfallback_net::{Call, CallEvent, EventListener};
+/// use fastfallback_http::Call;
+/// use fastfallback_net::{CallEvent, EventListener};
 ///
 /// struct Print;
 /// impl EventListener for Print {
@@ -934,7 +934,7 @@ impl Shared {
                 if let Some(c) = st.pool.remove(id) {
                     st.close(c);
                 }
-                st.trash.push(Trash::Offer(Offer::Pooled(lease)));
+                st.trash.push(Trash::Offer(Offer::Pooled(lease.offered())));
                 None
             }
         }
@@ -1027,7 +1027,7 @@ impl Shared {
                 (Some(tx), rx)
             }
         };
-        let link = PoolLink {
+        let link = RaceLink {
             waiting: reg.waiting,
             listeners: call.listeners(self),
             offers: rx,
@@ -1041,7 +1041,7 @@ impl Shared {
         };
         let end = self
             .connector
-            .race_for_pool(origin.inner.address.clone(), link)
+            .race_linked(origin.inner.address.clone(), link)
             .await;
         drop(tx);
         match end.result {
@@ -1063,13 +1063,15 @@ impl Shared {
                         Source::PooledMidRace
                     };
                     // Just offered: no health ping.
-                    self.take_parts(&mut st, *lease).map(|c| (c, source))
+                    Lease::handed_back(lease)
+                        .and_then(|lease| self.take_parts(&mut st, lease))
+                        .map(|c| (c, source))
                 };
                 let (c, source) = checkout.ok_or(ExchangeError::Closed)?;
                 Exchange::pooled(c.lease, c.parts, source, Some(story), call.listener.clone())
             }
             Ok(Raced::Connected(conn)) => {
-                let (stream, story) = conn.into_raw();
+                let (stream, story) = conn.into_story();
                 let protocol = self.protocol_for(story.alpn(), origin);
                 let peer = story.peer();
                 let streams = self.learned_streams(origin);
@@ -1171,7 +1173,7 @@ impl Shared {
     /// Opens one connection to `origin` and pools it idle (for [`Pool::keep_warm`]).
     async fn open_idle(self: &Arc<Self>, origin: &Origin) -> Result<(), ExchangeError> {
         let (_tx, rx) = mpsc::unbounded_channel();
-        let link = PoolLink {
+        let link = RaceLink {
             waiting: false,
             listeners: Listeners {
                 call: None,
@@ -1182,14 +1184,14 @@ impl Shared {
         };
         let end = self
             .connector
-            .race_for_pool(origin.inner.address.clone(), link)
+            .race_linked(origin.inner.address.clone(), link)
             .await;
         let conn = match end.result.map_err(ExchangeError::Connect)? {
             Raced::Connected(conn) => conn,
             // Only offered to races that watch, which this one does not.
             Raced::Pooled { .. } => return Ok(()),
         };
-        let (stream, story) = conn.into_raw();
+        let (stream, story) = conn.into_story();
         let protocol = self.protocol_for(story.alpn(), origin);
         let streams = self.learned_streams(origin);
         let weak = Arc::downgrade(self);
@@ -1250,7 +1252,8 @@ impl Shared {
     fn send_offer(self: &Arc<Self>, st: &mut Locked<'_>, w: Watcher, id: PooledId) {
         let lease = Lease::new(w.origin.clone(), id);
         if let Err(mpsc::error::SendError(Offer::Pooled(lease))) =
-            w.offers.send(Offer::Pooled(lease))
+            w.offers.send(Offer::Pooled(lease.offered()))
+            && let Some(lease) = Lease::handed_back(lease)
         {
             let id = lease.into_id();
             self.release_locked(st, id, None, true, false);
@@ -1285,7 +1288,7 @@ impl Shared {
     /// Whether connection `id`'s certificate covers `host`, asked of the connector's own
     /// verifier (the chain and the name, as a handshake for `host` would check them).
     fn covers(&self, id: PooledId, host: &str) -> bool {
-        let Some(verifier) = self.connector.verifier() else {
+        let Some(verifier) = self.connector.certificate_verifier() else {
             return false;
         };
         let certs = {
@@ -1706,7 +1709,7 @@ impl Watch for WatchHandle {
 
     /// `SpareWinners::Pool`: a losing attempt that still connects over HTTP/2 is pooled idle
     /// (its streams can serve the next calls); anything else is closed.
-    fn adopt(&self, spare: crate::connector::Spare) {
+    fn adopt(&self, spare: Spare) {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }

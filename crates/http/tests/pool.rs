@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use fastfallback_http::{Call, ExchangeError, Pool, PoolOptions, RequestBody};
 use fastfallback_net::{
-    Call, CallEvent, ConnectionEvent, ConnectionListener, Connectivity, Connector, EventListener,
-    ExchangeError, FallbackPolicy, Pool, PoolOptions, RequestBody, Source, StaticResolver,
+    CallEvent, ConnectionEvent, ConnectionListener, Connectivity, Connector, EventListener,
+    FallbackPolicy, Source, StaticResolver,
 };
 use fastfallback_plan::{PoolPolicy, SpareWinners};
 use fastfallback_proto::Protocol;
@@ -1287,7 +1288,7 @@ async fn a_keep_alive_connection_closed_just_as_it_is_reused_is_retried_for_idem
     let pool = impatient_pool(5_000);
     let url = format!("http://127.0.0.1:{port}/");
     let get = || http::Request::get(url.as_str()).body(Bytes::new()).unwrap();
-    let body = |r: http::Response<fastfallback_net::Body>| r.into_body().bytes();
+    let body = |r: http::Response<fastfallback_http::Body>| r.into_body().bytes();
     assert_eq!(
         body(pool.send(get()).await.unwrap())
             .await
@@ -1829,5 +1830,25 @@ async fn our_own_goaway_for_a_protocol_error_is_not_reported_as_the_servers() {
     assert!(
         err.starts_with("HTTP/2: the connection was closed from this side"),
         "{err}"
+    );
+}
+
+/// Bad input (crates/net/tests/bad_input.rs has the driver's): a `tcp://` origin is refused
+/// by the pool, and the error does not repeat its password.
+#[tokio::test]
+async fn a_tcp_origin_given_to_the_pool_is_refused_without_its_password() {
+    let connector = Connector::builder()
+        .resolver(StaticResolver::new())
+        .build()
+        .unwrap();
+    let pool = Pool::new(connector);
+    let Err(err) = pool.origin("tcp://user:hunter2-secret@127.0.0.1:80") else {
+        panic!("a tcp:// origin is not an HTTP origin");
+    };
+    let text = err.to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("\"tcp://127.0.0.1:80\" is not an http:// or https:// origin"),
+        "{text}"
     );
 }

@@ -1,11 +1,12 @@
 //! hyper-util's legacy `Client` over the engine: one GET, then the race's report.
 //!
 //! ```text
-//! cargo run --release -p fastfallback-net --example hyper_client -- https://example.com/
+//! cargo run --release -p fastfallback-http --example hyper_client -- https://example.com/
 //! ```
 
 use bytes::Bytes;
-use fastfallback_net::{ConnectInfo, Connector, HyperConnector};
+use fastfallback_http::{ConnectInfo, HyperConnector};
+use fastfallback_net::Connector;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;

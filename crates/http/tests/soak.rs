@@ -18,13 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fastfallback_net::{FallbackPolicy, Pool};
+use fastfallback_http::Pool;
+use fastfallback_net::FallbackPolicy;
 use fastfallback_testnet::{
     DnsZone, Match, Rule, ServerKind, TestNet, or_skip, server_v4, server_v6,
 };
-
-#[path = "support/testnet.rs"]
-mod testnet_support;
 
 const ORIGINS: u8 = 8;
 
@@ -176,7 +174,7 @@ fn soak_through_the_pool_under_faults_leaks_nothing() {
             .build()
             .unwrap();
         let pool = Pool::new(
-            testnet_support::builder(&net)
+            fastfallback_testkit::wire::builder(&net)
                 .policy(policy)
                 .build()
                 .unwrap(),

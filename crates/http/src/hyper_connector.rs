@@ -10,12 +10,13 @@
 //! panics). This crate turns that feature on through its own dependency on hyper-util, and
 //! cargo unifies features, so a client declared with `features = ["client-legacy", "http1"]`
 //! still works. To speak HTTP/1.1 only, offer only it: a policy whose `alpn` is
-//! `AlpnOffer::Http11Only` ([`crate::FallbackPolicy`]).
+//! `AlpnOffer::Http11Only` ([`fastfallback_net::FallbackPolicy`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use bytes::Bytes;
-//! use fastfallback_net::{ConnectInfo, Connector, HyperConnector};
+//! use fastfallback_http::{ConnectInfo, HyperConnector};
+//! use fastfallback_net::Connector;
 //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
@@ -41,8 +42,8 @@ use fastfallback_route::Address;
 use hyper_util::client::legacy::connect::{Connected, Connection as HyperConnection};
 use hyper_util::rt::TokioIo;
 
-use crate::report::Story;
-use crate::{ConnectError, Connector, RaceReport, Stream};
+use fastfallback_net::link::Story;
+use fastfallback_net::{ConnectError, Connector, RaceReport, Stream};
 
 /// A hyper-util connector that races (see the module docs). Cheap to clone; clones share the
 /// [`Connector`].
@@ -75,7 +76,7 @@ impl tower_service::Service<http::Uri> for HyperConnector {
         Box::pin(async move {
             let address = Address::parse(&uri.to_string()).map_err(ConnectError::InvalidAddress)?;
             let conn = connector.connect_to(address).await?;
-            let (stream, story) = conn.into_raw();
+            let (stream, story) = conn.into_story();
             let h2 = story.alpn() == Some(&Alpn::H2);
             let info = ConnectInfo {
                 inner: Arc::new(InfoCell {

@@ -1,0 +1,357 @@
+//! A race's turn: acting on the race's outputs, polling what may wake it, handing each
+//! event in, and ending it.
+
+use super::*;
+
+impl Race {
+    /// Acts on one output of the race. Returns how the race ended, once it has.
+    pub(super) fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
+        match out {
+            Output::StartQuery(query) => {
+                if self.log.capacity() == 0
+                    && let Some(f) = self.built()
+                {
+                    // Sized once for the first queries (most races send two or three and
+                    // nothing more): a race in flight keeps these lists.
+                    let n = f.initial_queries();
+                    self.log.reserve_exact(n);
+                    self.queries.reserve_exact(n);
+                }
+                // The origin's name is read from the race: a race keeps no copy of it.
+                let origin = match self.built().map(|f| f.address().connect_host().0) {
+                    Some(Host::Name(n)) => n.as_str(),
+                    _ => "",
+                };
+                let name = query.name.resolve(origin);
+                tracing::debug!(%name, kind = %query.kind, "query");
+                let answer = self.inner.resolver.query(name, query.kind);
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::DnsStart {
+                        query: query.clone(),
+                    });
+                }
+                self.log.push(QueryLog {
+                    query: query.clone(),
+                    sent: t,
+                    answered: None,
+                });
+                self.queries.push((query, answer));
+            }
+            Output::CancelQuery(query) => self.queries.retain(|(q, _)| *q != query),
+            Output::StartAttempt { id, plan } => self.start_attempt(id, &plan),
+            Output::CancelAttempt { id, reason } => {
+                tracing::debug!(%id, %reason, "attempt cancelled");
+                if reason == CancelReason::LostRace
+                    && self.inner.policy.spare_winners == SpareWinners::Pool
+                    && let Some(pool) = &mut self.pool
+                    && pool.link.watch.is_some()
+                    && let Some(at) = self.running.iter().position(|r| r.id == id)
+                    && let Some(plan) = self.state.built().and_then(|f| f.attempt(id))
+                {
+                    // Kept: it finishes on its own after the race and may be pooled. For the
+                    // call it is over.
+                    let plan = plan.plan.clone();
+                    let spare = self.running.remove(at);
+                    if let Some(l) = pool.link.listeners.call.as_ref() {
+                        l.event(&CallEvent::ConnectFailed {
+                            attempt: id.get(),
+                            route: plan.route.target,
+                            error: format!(
+                                "cancelled: {reason} (kept, to be pooled if it connects)"
+                            ),
+                        });
+                    }
+                    pool.spares.push((spare, plan));
+                    return None;
+                }
+                if self.running.iter().any(|r| r.id == id)
+                    && let Some(route) = self.route_of(id)
+                {
+                    self.attempt_failed(id, route, &format_args!("cancelled: {reason}"));
+                }
+                // Dropping the future closes the socket now, in this turn.
+                self.running.retain(|r| r.id != id);
+                if self.finished.as_ref().is_some_and(|(f, ..)| *f == id) {
+                    self.finished = None;
+                }
+            }
+            Output::ResumeAttempt { id, plan } => {
+                let i = self.running.iter().position(|r| r.id == id)?;
+                let Step::Held(transport) = &mut self.running[i].step else {
+                    return None;
+                };
+                let transport = *transport.take()?;
+                // The race's record of the attempt carries the same plan.
+                tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
+                self.start_after_tcp(i, transport);
+            }
+            // This driver goes on to TLS by itself as soon as TCP (or the tunnel) is done, in
+            // the same turn that reports it (`Wake::Tcp`, `Wake::Tunnel`): nothing to do.
+            Output::StartTls(_) => {}
+            Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
+            Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
+            Output::Failed(error) => return Some(Ending::Failed(error)),
+        }
+        None
+    }
+
+    /// Closes whatever is left and turns the race into its result.
+    pub(super) fn end(&mut self, ending: Ending, t: &mut Moment) -> Result<Raced, ConnectError> {
+        if self.listeners().is_some() {
+            for r in &self.running {
+                let Some(route) = self.route_of(r.id) else {
+                    continue;
+                };
+                self.attempt_failed(r.id, route, &"cancelled: the race ended");
+            }
+        }
+        self.running.clear();
+        // The finished attempt's stream stays in its slot until the result takes it: moved
+        // once, straight into the connection.
+        let won = matches!((&ending, &self.finished), (Ending::Won(id), Some((f, ..))) if f == id);
+        if !won {
+            self.finished = None;
+        }
+        let mut stream = None;
+        let (winner, alpn) = match &ending {
+            Ending::Won(id) => {
+                let Some((_, won_stream, alpn)) = self.finished.take() else {
+                    return Err(ConnectError::Internal("a winner without a stream"));
+                };
+                stream = Some(won_stream);
+                (Some(Winner::Attempt(*id)), alpn)
+            }
+            Ending::Pooled(id) => (Some(Winner::Pooled(*id)), None),
+            Ending::Failed(_) => (None, None),
+        };
+        let story = match std::mem::replace(&mut self.state, RaceState::Ended) {
+            RaceState::Built(mut finder) => {
+                let keep = self.pool.as_mut().map(|p| &mut p.lessons);
+                self.inner.learn(self.network.id, &mut finder, keep);
+                if won && let Some(until) = finder.dns_tail_deadline() {
+                    self.start_dns_tail(until);
+                }
+                Story {
+                    race: finder,
+                    queries: std::mem::take(&mut self.log),
+                    winner,
+                    alpn,
+                    end: t.at(),
+                }
+            }
+            RaceState::Ended => return Err(ConnectError::Internal("a race that ended twice")),
+        };
+        match ending {
+            Ending::Won(id) => {
+                let Some(stream) = stream else {
+                    return Err(ConnectError::Internal("a winner without a stream"));
+                };
+                tracing::debug!(%id, "race won");
+                Ok(Raced::Connected(Connection {
+                    stream,
+                    story,
+                    report: OnceLock::new(),
+                }))
+            }
+            Ending::Pooled(id) => match self
+                .pool
+                .as_mut()
+                .and_then(|p| p.pooled.take())
+                .filter(|l| l.id() == id)
+            {
+                Some(lease) => {
+                    tracing::debug!(%id, "race ended on a pooled connection");
+                    Ok(Raced::Pooled { lease, story })
+                }
+                None => Err(ConnectError::Internal("a pooled winner without its lease")),
+            },
+            Ending::Failed(error) => {
+                let mut report = story.report();
+                report.error = Some(ReportError::from(&error));
+                Err(ConnectError::Race(Box::new(RaceFailure {
+                    earlier: Vec::new(),
+                    error,
+                    report,
+                })))
+            }
+        }
+    }
+
+    /// Keeps the queries still in flight until the end of the DNS tail the race chose
+    /// (HEv3 §6), so their answers reach the resolver's cache for the next race.
+    pub(super) fn start_dns_tail(&mut self, until: Instant) {
+        if self.queries.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let until = tokio_instant(until);
+        for (_, answer) in self.queries.drain(..) {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout_at(until, answer).await;
+            });
+        }
+    }
+
+    /// Polls everything but the timer: the pool's offers, the queries and the attempts.
+    pub(super) fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+        if let Some(pool) = &mut self.pool
+            && let Poll::Ready(Some(offer)) = pool.link.offers.poll_recv(cx)
+        {
+            return Poll::Ready(Wake::Offer(offer));
+        }
+        for i in 0..self.queries.len() {
+            if let Poll::Ready(answer) = self.queries[i].1.as_mut().poll(cx) {
+                let (query, _) = self.queries.remove(i);
+                return Poll::Ready(Wake::Dns(query, answer));
+            }
+        }
+        let options = &self.inner.socket;
+        for (i, r) in self.running.iter_mut().enumerate() {
+            let _span = r.span.as_deref().map(tracing::Span::enter);
+            match &mut r.step {
+                Step::Tcp(f) => {
+                    if let Poll::Ready(res) = f.poll_step(cx, options) {
+                        return Poll::Ready(Wake::Tcp(i, res));
+                    }
+                }
+                Step::Tunnel(f) => {
+                    if let Poll::Ready(res) = f.as_mut().poll(cx) {
+                        return Poll::Ready(Wake::Tunnel(i, res));
+                    }
+                }
+                Step::Tls(f) => {
+                    if let Poll::Ready(res) = f.as_mut().poll(cx) {
+                        return Poll::Ready(Wake::Tls(i, res));
+                    }
+                }
+                // Parked: nothing to poll until the race resumes it.
+                Step::Held(_) => {}
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Running attempt `i` connected to `route` over plain TCP, with nothing after it: it is
+    /// the race's finished attempt.
+    #[inline]
+    pub(super) fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
+        let id = self.running.remove(i).id;
+        self.attempt_connected(id, route);
+        self.finished = Some((id, Stream::Plain(transport), None));
+    }
+
+    /// Hands one event to the race.
+    pub(super) fn handle(&mut self, wake: Wake, t: &mut Moment) {
+        match wake {
+            Wake::Timer => {}
+            Wake::Offer(Offer::Pooled(lease)) => {
+                // A race that ended already refuses it; dropping the lease gives it back.
+                if self.finder().handle_pooled(lease.id(), t.at())
+                    && let Some(pool) = &mut self.pool
+                {
+                    pool.pooled = Some(lease);
+                }
+            }
+            Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t.at()),
+            Wake::Dns(query, answer) => {
+                let dsts = self.network.connectivity.destinations(&answer);
+                // Only the origin's own A and AAAA answers count for coalescing, not HTTPS
+                // hints or a service target's addresses (§3.7).
+                if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
+                    && query.is_origin()
+                    && matches!(answer, DnsAnswer::Addresses(_))
+                    && !dsts.is_empty()
+                {
+                    watch.resolved(&dsts);
+                }
+                let sources = self.inner.sources.find(dsts);
+                self.finder()
+                    .handle_dns(query.clone(), &answer, sources, t.at());
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::DnsEnd {
+                        query: query.clone(),
+                        answer: answer.clone(),
+                    });
+                }
+                // The report keeps the answer itself; the race took what it needed.
+                if let Some(q) = self
+                    .log
+                    .iter_mut()
+                    .find(|q| q.query == query && q.answered.is_none())
+                {
+                    q.answered = Some((t.at(), answer));
+                }
+            }
+            Wake::Tcp(i, Ok(transport)) => {
+                let id = self.running[i].id;
+                let Some(plan) = self.plan_of(id) else {
+                    return;
+                };
+                let route = plan.route.target;
+                if plan.tls.is_none() && !plan.tunnel {
+                    // Nothing follows TCP: the attempt is done (checked before building the
+                    // next step, which costs a few reference counts on every connect).
+                    self.connected_plain(i, route, transport);
+                    self.finder()
+                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+                    return;
+                }
+                if plan.hold_tls {
+                    // No ClientHello yet: the race resumes it once the HTTPS answer is in.
+                    self.running[i].step = Step::Held(Some(Box::new(transport)));
+                } else {
+                    self.start_after_tcp(i, transport);
+                }
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
+            }
+            Wake::Tunnel(i, Ok(transport)) => {
+                let id = self.running[i].id;
+                let Some(plan) = self.plan_of(id) else {
+                    return;
+                };
+                let (route, tls) = (plan.route.target, plan.tls.is_some());
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::TunnelOpen, t.at());
+                if tls {
+                    self.start_tls(i, transport);
+                } else {
+                    self.connected_plain(i, route, transport);
+                    self.finder()
+                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+                }
+            }
+            Wake::Tls(i, Ok((stream, alpn))) => {
+                let done = self.running.remove(i);
+                let id = done.id;
+                if let Some(l) = self.listeners() {
+                    l.call(|| CallEvent::SecureConnectEnd {
+                        attempt: id.get(),
+                        alpn: alpn.as_ref().map(ToString::to_string),
+                    });
+                }
+                if let Some(route) = self.route_of(id) {
+                    self.attempt_connected(id, route);
+                }
+                self.finished = Some((id, stream, alpn.clone()));
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
+            }
+            Wake::Tcp(i, Err(error)) | Wake::Tunnel(i, Err(error)) | Wake::Tls(i, Err(error)) => {
+                let id = self.running.remove(i).id;
+                tracing::debug!(%id, %error, "attempt failed");
+                let Some(failed) = self.plan_of(id) else {
+                    return;
+                };
+                self.attempt_failed(id, failed.route.target, &error);
+                let follow_up = fastfallback_plan::tls_follow_up(
+                    failed,
+                    error.phase,
+                    &crate::ech::tls_failure(&error),
+                    self.inner.tls_fallbacks.len(),
+                );
+                self.finder()
+                    .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! # fastfallback-testkit
+//!
+//! Scaffolding that the integration tests of `fastfallback-net` and `fastfallback-http` share,
+//! so that each helper exists once: [`wire`] for tests on a real test network, [`loopback`]
+//! for servers on 127.0.0.1, [`Millis`] for
+//! reading report durations.
+
+pub mod loopback;
+pub mod wire;
+
+use std::time::Duration;
+
+/// A duration as fractional milliseconds, for tolerance checks.
+pub trait Millis {
+    /// The value in ms.
+    fn ms(&self) -> f64;
+}
+
+impl Millis for Duration {
+    fn ms(&self) -> f64 {
+        self.as_secs_f64() * 1e3
+    }
+}
