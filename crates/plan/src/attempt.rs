@@ -15,12 +15,17 @@
 //!
 //! Every attempt ends exactly once. Events for an attempt that already ended are ignored.
 //!
+//! The race moves an attempt only through the methods below, one for each arrow: each refuses
+//! ([`IllegalMove`]) a move the diagram does not draw from where the attempt is, and leaves the
+//! state as it was.
+//!
 //! Each move into `Securing` comes with an output that lets TLS start: `StartTls` after
 //! `TcpConnected` or `TunnelOpen`, `ResumeAttempt` after `Held`.
 
 use fastfallback_proto::{Alpn, AttemptError, AttemptId, CancelReason, Instant, Phase};
 
 use crate::ConnectPlan;
+use crate::transition::IllegalMove;
 
 /// Where an attempt is (see the module's state diagram).
 #[derive(Clone, Debug, Eq, PartialEq)]
@@ -67,6 +72,91 @@ impl AttemptState {
             Self::Securing | Self::Held => Phase::Tls,
             _ => Phase::Tcp,
         }
+    }
+
+    /// The state's name, as the diagram writes it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Connecting => "Connecting",
+            Self::Tunneling => "Tunneling",
+            Self::Securing => "Securing",
+            Self::Held => "Held",
+            Self::Won => "Won",
+            Self::Failed(_) => "Failed",
+            Self::FollowedUp => "FollowedUp",
+            Self::Cancelled { .. } => "Cancelled",
+        }
+    }
+
+    /// Moves to `to` if `allowed`, else refuses and stays.
+    fn go(&mut self, allowed: bool, to: Self) -> Result<(), IllegalMove> {
+        if !allowed {
+            return Err(IllegalMove {
+                from: self.name(),
+                to: to.name(),
+            });
+        }
+        *self = to;
+        Ok(())
+    }
+
+    /// TCP connected on a plan that opens a proxy tunnel next: `Connecting → Tunneling`.
+    pub(crate) fn begin_tunnel(&mut self) -> Result<(), IllegalMove> {
+        let allowed = matches!(self, Self::Connecting);
+        self.go(allowed, Self::Tunneling)
+    }
+
+    /// TCP connected and TLS may start at once: `Connecting → Securing`.
+    pub(crate) fn begin_tls(&mut self) -> Result<(), IllegalMove> {
+        let allowed = matches!(self, Self::Connecting);
+        self.go(allowed, Self::Securing)
+    }
+
+    /// TCP connected on a plan that holds TLS until the HTTPS answer is in:
+    /// `Connecting → Held`.
+    pub(crate) fn hold_tls(&mut self) -> Result<(), IllegalMove> {
+        let allowed = matches!(self, Self::Connecting);
+        self.go(allowed, Self::Held)
+    }
+
+    /// The TCP handshake of an attempt that runs `plan` finished: the move its plan calls for
+    /// ([`Self::hold_tls`], [`Self::begin_tunnel`] or [`Self::begin_tls`]), or, for a plan
+    /// with neither a tunnel nor TLS, none (it stays `Connecting` until it is reported
+    /// connected). Refused unless the attempt is `Connecting`.
+    pub(crate) fn tcp_connected(&mut self, plan: &ConnectPlan) -> Result<(), IllegalMove> {
+        let tls = plan.tls.is_some();
+        if tls && plan.hold_tls {
+            // Through a proxy too: a held plan waits for the HTTPS answer, then resumes.
+            self.hold_tls()
+        } else if plan.tunnel {
+            self.begin_tunnel()
+        } else if tls {
+            self.begin_tls()
+        } else {
+            let allowed = matches!(self, Self::Connecting);
+            self.go(allowed, Self::Connecting)
+        }
+    }
+
+    /// The proxy tunnel is open and TLS may start: `Tunneling → Securing`.
+    pub(crate) fn tunnel_opened(&mut self) -> Result<(), IllegalMove> {
+        let allowed = matches!(self, Self::Tunneling);
+        self.go(allowed, Self::Securing)
+    }
+
+    /// The HTTPS answer is in (or no longer awaited) and a held attempt goes on to TLS:
+    /// `Held → Securing`.
+    pub(crate) fn resume_tls(&mut self) -> Result<(), IllegalMove> {
+        let allowed = matches!(self, Self::Held);
+        self.go(allowed, Self::Securing)
+    }
+
+    /// Ends the attempt in `last` (`Won`, `Failed`, `FollowedUp` or `Cancelled`), from any
+    /// in-flight state. Refused for an attempt that has ended already (it ends exactly once)
+    /// and for a `last` that is not an end.
+    pub(crate) fn end(&mut self, last: Self) -> Result<(), IllegalMove> {
+        let allowed = self.in_flight() && !last.in_flight();
+        self.go(allowed, last)
     }
 }
 

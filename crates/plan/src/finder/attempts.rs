@@ -8,8 +8,8 @@ use fastfallback_proto::{
 };
 use fastfallback_route::{Address, LessonKind, Route};
 
+use super::FastFallbackExchangeFinder;
 use super::pacing::Pacing;
-use super::{FastFallbackExchangeFinder, RacePhase};
 use crate::attempt::{AttemptRecord, AttemptState};
 use crate::policy::HARD_MIN_ATTEMPT_DELAY;
 use crate::timer::Timer;
@@ -60,22 +60,18 @@ impl FastFallbackExchangeFinder {
             }
             AttemptEvent::Failed { error, follow_up } => {
                 let target = self.attempts[i].plan.route.target;
-                self.learn(
-                    target,
-                    now,
-                    LessonKind::Failed {
-                        kind: error.kind,
-                        phase: error.phase,
-                    },
-                );
-                self.end(i, AttemptState::Failed(error), now);
-                if let Some(plan) = follow_up {
-                    self.deferred.push(plan);
+                let (kind, phase) = (error.kind, error.phase);
+                if self.end(i, AttemptState::Failed(error), now) {
+                    self.learn(target, now, LessonKind::Failed { kind, phase });
+                    if let Some(plan) = follow_up {
+                        self.deferred.push(plan);
+                    }
                 }
             }
             AttemptEvent::FollowUp(plan) => {
-                self.end(i, AttemptState::FollowedUp, now);
-                self.deferred.push(plan);
+                if self.end(i, AttemptState::FollowedUp, now) {
+                    self.deferred.push(plan);
+                }
             }
         }
         self.rearm();
@@ -184,33 +180,30 @@ impl FastFallbackExchangeFinder {
         self.learn(target, now, LessonKind::Connected { rtt });
     }
 
+    /// Attempt `i`'s TCP handshake finished: it moves on as its plan says (the module's
+    /// diagram in `attempt.rs`), and TLS may start ([`Output::StartTls`]) unless the plan holds
+    /// it or opens a tunnel first. A second report, or one for an attempt past TCP, is ignored.
     fn on_tcp_connected(&mut self, i: usize, now: Instant) {
-        if self.attempts[i].tcp_connected.is_some() {
+        let a = &mut self.attempts[i];
+        if a.tcp_connected.is_some() || a.state.tcp_connected(&a.plan).is_err() {
             return;
         }
         self.note_tcp(i, now);
-        let tunnel = self.attempts[i].plan.tunnel;
-        if tunnel {
-            self.attempts[i].state = AttemptState::Tunneling;
-        }
         if self.attempts[i].plan.tls.is_none() {
             return;
         }
         let id = self.attempts[i].id;
-        if self.attempts[i].plan.hold_tls {
-            self.attempts[i].state = AttemptState::Held;
-            if !self.resolution.holds_tls() {
-                self.resume(i, now);
-            }
-        } else if !tunnel {
-            self.attempts[i].state = AttemptState::Securing;
-            self.out.push_back(Output::StartTls(id));
+        match self.attempts[i].state {
+            AttemptState::Held if !self.resolution.holds_tls() => self.resume(i, now),
+            AttemptState::Securing => self.out.push_back(Output::StartTls(id)),
+            _ => {}
         }
         match self.policy.win_at {
             WinAt::Tcp => {
                 // OkHttp R6: the TCP winner does TLS alone; the others stop now.
-                self.cancel_in_flight(CancelReason::LostRace, Some(id), now);
-                self.phase = RacePhase::TlsOwner(id);
+                if self.phase.own_tls(id).is_ok() {
+                    self.cancel_in_flight(CancelReason::LostRace, Some(id), now);
+                }
             }
             WinAt::Handshake => {
                 // HEv3 §6.1, profile P6: extend the timer to an estimate of full establishment.
@@ -228,20 +221,22 @@ impl FastFallbackExchangeFinder {
     /// it (a plan without TLS stays in the tunnel step until it is reported connected).
     fn on_tunnel_open(&mut self, i: usize) {
         let a = &mut self.attempts[i];
-        if a.state == AttemptState::Tunneling && a.plan.tls.is_some() {
-            a.state = AttemptState::Securing;
+        if a.plan.tls.is_some() && a.state.tunnel_opened().is_ok() {
             self.out.push_back(Output::StartTls(a.id));
         }
     }
 
-    /// Ends attempt `i` in `state`.
-    pub(super) fn end(&mut self, i: usize, state: AttemptState, now: Instant) {
+    /// Ends attempt `i` in `state`, if it is still in flight: returns whether it ended now
+    /// (an attempt ends exactly once; a second end changes nothing). The TLS owner's end lets
+    /// the race go on.
+    pub(super) fn end(&mut self, i: usize, state: AttemptState, now: Instant) -> bool {
         let a = &mut self.attempts[i];
-        a.state = state;
-        a.ended = Some(now);
-        if matches!(self.phase, RacePhase::TlsOwner(owner) if owner == a.id) {
-            self.phase = RacePhase::Racing;
+        if a.state.end(state).is_err() {
+            return false;
         }
+        a.ended = Some(now);
+        self.phase.owner_ended(a.id);
+        true
     }
 
     /// The one way the race stops an attempt, whatever the reason. The error records the step
@@ -263,6 +258,10 @@ impl FastFallbackExchangeFinder {
             | CancelReason::Abandoned
             | CancelReason::Withdrawn => (AttemptErrorKind::Cancelled, reason.to_string()),
         };
+        let error = AttemptError::new(kind, step, detail);
+        if !self.end(i, AttemptState::Cancelled { reason, error }, now) {
+            return;
+        }
         if step == Phase::Tcp {
             self.learn(target, now, LessonKind::Unfinished { elapsed });
         }
@@ -274,8 +273,6 @@ impl FastFallbackExchangeFinder {
             self.deferred.insert(0, self.attempts[i].plan.retry());
         }
         self.out.push_back(Output::CancelAttempt { id, reason });
-        let error = AttemptError::new(kind, step, detail);
-        self.end(i, AttemptState::Cancelled { reason, error }, now);
     }
 
     /// Cancels every attempt in flight except `keep`, in start order.

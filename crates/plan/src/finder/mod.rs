@@ -310,9 +310,8 @@ impl FastFallbackExchangeFinder {
     /// [`Self::drain_lessons`].
     pub fn abandon(&mut self, now: Instant) {
         let now = self.clock(now);
-        if self.phase.is_running() {
+        if self.phase.abandon().is_ok() {
             self.cancel_in_flight(CancelReason::Abandoned, None, now);
-            self.phase = RacePhase::Abandoned;
         }
         self.cancel_queries();
         self.timers.stop_all();
@@ -322,9 +321,8 @@ impl FastFallbackExchangeFinder {
     /// (OkHttp's `find()` called again: FF-7, FF-8). The deadline restarts at `now`.
     pub fn next_exchange(&mut self, now: Instant) {
         let now = self.clock(now);
-        if let RacePhase::Won { .. } = self.phase {
+        if self.phase.next_exchange().is_ok() {
             self.needs_decision = true;
-            self.phase = RacePhase::Racing;
             self.exchange += 1;
             self.started = now;
             self.timers.set(Timer::DnsTail, None);

@@ -4,7 +4,7 @@ use fastfallback_proto::{
     AttemptFailure, CancelReason, Instant, Output, RaceError, RaceErrorKind, Winner,
 };
 
-use super::{FastFallbackExchangeFinder, RacePhase};
+use super::FastFallbackExchangeFinder;
 use crate::attempt::AttemptState;
 use crate::timer::Timer;
 
@@ -12,12 +12,14 @@ impl FastFallbackExchangeFinder {
     /// Ends the race with `winner` (attempt `index`, if it is one): HEv3 §6, success cancels
     /// every other attempt, and the DNS tail begins.
     pub(super) fn win(&mut self, winner: Winner, index: Option<usize>, now: Instant) {
+        if self.phase.win(winner, now).is_err() {
+            return;
+        }
         let keep = index.map(|i| self.attempts[i].id);
         self.cancel_in_flight(CancelReason::LostRace, keep, now);
         if let Some(i) = index {
             self.end(i, AttemptState::Won, now);
         }
-        self.phase = RacePhase::Won { winner, at: now };
         // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still
         // fill the cache until `now + dns_tail`. A race that won while waiting sent none.
         if !self.queries_sent {
@@ -34,6 +36,9 @@ impl FastFallbackExchangeFinder {
     /// Ends the race in failure, cancelling what is still in flight; [`Output::Failed`]
     /// carries every cause.
     pub(super) fn fail(&mut self, kind: RaceErrorKind, now: Instant) {
+        if self.phase.fail().is_err() {
+            return;
+        }
         match kind {
             RaceErrorKind::TimedOut => self.cancel_in_flight(CancelReason::Deadline, None, now),
             // Held attempts: their TLS never starts.
@@ -57,7 +62,6 @@ impl FastFallbackExchangeFinder {
             })
             .collect();
         self.cancel_queries();
-        self.phase = RacePhase::Failed;
         self.timers.stop_all();
         self.out.push_back(Output::Failed(RaceError {
             kind,

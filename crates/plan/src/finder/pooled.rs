@@ -1,10 +1,12 @@
 //! Connections that come from elsewhere: a pooled connection offered mid-race, and the end of
 //! the connect a [`RacePhase::Waiting`] race follows (single flight).
+//!
+//! [`RacePhase::Waiting`]: super::RacePhase::Waiting
 
 use fastfallback_proto::{Instant, PooledId, Winner};
 use fastfallback_route::Lesson;
 
-use super::{FastFallbackExchangeFinder, RacePhase};
+use super::FastFallbackExchangeFinder;
 
 impl FastFallbackExchangeFinder {
     /// Offers a pooled connection that became usable mid-race (for example another call's new
@@ -26,9 +28,11 @@ impl FastFallbackExchangeFinder {
     /// the route that just won on HTTP/1), applied to this race's view first, so it orders its
     /// attempts with it (news from a concurrent race comes in as an explicit input). Does
     /// nothing in any other phase.
+    ///
+    /// [`RacePhase::Waiting`]: super::RacePhase::Waiting
     pub fn handle_release(&mut self, news: &[Lesson], now: Instant) {
         let now = self.clock(now);
-        if !matches!(self.phase, RacePhase::Waiting) {
+        if self.phase.release(self.resolution.moved_on()).is_err() {
             return;
         }
         for lesson in news {
@@ -36,11 +40,6 @@ impl FastFallbackExchangeFinder {
         }
         self.needs_decision = true;
         self.order_dirty = true;
-        self.phase = if self.resolution.moved_on() {
-            RacePhase::Racing
-        } else {
-            RacePhase::Resolving
-        };
         self.try_move_on(now);
         self.rearm();
     }

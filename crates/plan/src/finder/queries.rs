@@ -176,8 +176,9 @@ impl FastFallbackExchangeFinder {
     }
 
     pub(super) fn try_move_on(&mut self, now: Instant) {
+        // Only a resolving race asks: `poll` records that DNS moved on.
         if matches!(self.phase, RacePhase::Resolving) && self.resolution.poll(now) {
-            self.phase = RacePhase::Racing;
+            self.phase.move_on().ok();
         }
     }
 

@@ -58,9 +58,11 @@ impl FastFallbackExchangeFinder {
         };
         let tls = self.tls_for(variant);
         let a = &mut self.attempts[i];
+        if a.state.resume_tls().is_err() {
+            return;
+        }
         a.plan.tls = tls;
         a.plan.hold_tls = false;
-        a.state = AttemptState::Securing;
         let (id, plan) = (a.id, a.plan.clone());
         self.out.push_back(Output::ResumeAttempt { id, plan });
     }
