@@ -195,3 +195,177 @@ impl AttemptRecord {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use fastfallback_proto::{AttemptErrorKind, CancelReason};
+    use fastfallback_route::Route;
+
+    use super::*;
+    use crate::TlsStep;
+
+    fn failed() -> AttemptState {
+        AttemptState::Failed(AttemptError::new(
+            AttemptErrorKind::Refused,
+            Phase::Tcp,
+            "refused",
+        ))
+    }
+
+    fn cancelled() -> AttemptState {
+        let error = AttemptError::new(AttemptErrorKind::Cancelled, Phase::Tls, "lost the race");
+        AttemptState::Cancelled {
+            reason: CancelReason::LostRace,
+            error,
+        }
+    }
+
+    /// A plan to 192.0.2.1:443, with TLS if `tls`, through a tunnel if `tunnel`, holding TLS
+    /// if `hold`.
+    fn plan(tls: bool, tunnel: bool, hold: bool) -> ConnectPlan {
+        let step = TlsStep {
+            server_name: "example.com".to_owned(),
+            alpn: Vec::new(),
+            config: 0,
+            ech: None,
+            ech_retry: false,
+        };
+        let route = Route::direct("192.0.2.1:443".parse().unwrap());
+        let mut plan = ConnectPlan::new(route, tls.then(|| Arc::new(step)));
+        plan.tunnel = tunnel;
+        plan.hold_tls = hold;
+        plan
+    }
+
+    /// Asks `state` for `step`, and checks that it was refused and changed nothing.
+    fn refused(
+        mut state: AttemptState,
+        step: impl FnOnce(&mut AttemptState) -> Result<(), IllegalMove>,
+        to: &'static str,
+    ) {
+        let before = state.clone();
+        let from = before.name();
+        assert_eq!(step(&mut state), Err(IllegalMove { from, to }));
+        assert_eq!(state, before, "a refused move changes nothing");
+    }
+
+    #[test]
+    fn a_failed_attempt_cannot_start_tls() {
+        refused(failed(), AttemptState::begin_tls, "Securing");
+        refused(failed(), AttemptState::resume_tls, "Securing");
+        refused(failed(), AttemptState::tunnel_opened, "Securing");
+    }
+
+    #[test]
+    fn a_cancelled_attempt_cannot_connect_again() {
+        let tls = plan(true, false, false);
+        refused(cancelled(), |s| s.tcp_connected(&tls), "Securing");
+        refused(cancelled(), AttemptState::begin_tunnel, "Tunneling");
+        refused(cancelled(), AttemptState::hold_tls, "Held");
+    }
+
+    #[test]
+    fn an_attempt_ends_exactly_once() {
+        let mut state = AttemptState::Securing;
+        assert_eq!(state.end(AttemptState::Won), Ok(()));
+        assert_eq!(state, AttemptState::Won);
+        refused(AttemptState::Won, |s| s.end(failed()), "Failed");
+        refused(failed(), |s| s.end(AttemptState::Won), "Won");
+        refused(
+            AttemptState::FollowedUp,
+            |s| s.end(cancelled()),
+            "Cancelled",
+        );
+        refused(
+            cancelled(),
+            |s| s.end(AttemptState::FollowedUp),
+            "FollowedUp",
+        );
+    }
+
+    #[test]
+    fn an_attempt_cannot_end_in_a_state_that_is_still_in_flight() {
+        refused(
+            AttemptState::Connecting,
+            |s| s.end(AttemptState::Securing),
+            "Securing",
+        );
+        refused(AttemptState::Held, |s| s.end(AttemptState::Held), "Held");
+    }
+
+    #[test]
+    fn only_a_tunnelling_attempt_has_its_tunnel_opened() {
+        refused(
+            AttemptState::Connecting,
+            AttemptState::tunnel_opened,
+            "Securing",
+        );
+        refused(
+            AttemptState::Securing,
+            AttemptState::tunnel_opened,
+            "Securing",
+        );
+        refused(AttemptState::Held, AttemptState::tunnel_opened, "Securing");
+        let mut state = AttemptState::Tunneling;
+        assert_eq!(state.tunnel_opened(), Ok(()));
+        assert_eq!(state, AttemptState::Securing);
+    }
+
+    #[test]
+    fn only_a_held_attempt_resumes_tls() {
+        refused(
+            AttemptState::Connecting,
+            AttemptState::resume_tls,
+            "Securing",
+        );
+        refused(
+            AttemptState::Tunneling,
+            AttemptState::resume_tls,
+            "Securing",
+        );
+        refused(AttemptState::Securing, AttemptState::resume_tls, "Securing");
+        let mut state = AttemptState::Held;
+        assert_eq!(state.resume_tls(), Ok(()));
+        assert_eq!(state, AttemptState::Securing);
+    }
+
+    #[test]
+    fn tcp_connects_only_from_connecting() {
+        for state in [
+            AttemptState::Tunneling,
+            AttemptState::Securing,
+            AttemptState::Held,
+            AttemptState::Won,
+        ] {
+            refused(
+                state.clone(),
+                |s| s.tcp_connected(&plan(true, false, false)),
+                "Securing",
+            );
+            refused(
+                state,
+                |s| s.tcp_connected(&plan(false, false, false)),
+                "Connecting",
+            );
+        }
+    }
+
+    #[test]
+    fn a_tcp_connect_takes_the_move_its_plan_calls_for() {
+        let cases = [
+            (plan(false, false, false), AttemptState::Connecting),
+            (plan(true, false, false), AttemptState::Securing),
+            (plan(true, false, true), AttemptState::Held),
+            (plan(true, true, false), AttemptState::Tunneling),
+            (plan(false, true, false), AttemptState::Tunneling),
+            (plan(true, true, true), AttemptState::Held),
+        ];
+        for (plan, want) in cases {
+            let mut state = AttemptState::Connecting;
+            assert_eq!(state.tcp_connected(&plan), Ok(()), "{plan:?}");
+            assert_eq!(state, want, "{plan:?}");
+        }
+    }
+}

@@ -296,3 +296,56 @@ impl FastFallbackExchangeFinder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fastfallback_proto::{AttemptEvent, Instant, Output};
+    use fastfallback_route::{Address, Connectivity, Host, Proxy};
+
+    use super::*;
+    use crate::{FallbackPolicy, RaceInput};
+
+    fn ms(t: u64) -> Instant {
+        Instant::from_millis(t)
+    }
+
+    /// A race to `address` (an IP literal) through an HTTP proxy if `proxy`, and its first
+    /// attempt, started at 0.
+    fn one_attempt(address: &str, proxy: bool) -> (FastFallbackExchangeFinder, AttemptId) {
+        let mut addr = Address::parse(address).unwrap();
+        if proxy {
+            addr = addr.with_proxy(Proxy::http(Host::Ip("192.0.2.9".parse().unwrap()), 3128));
+        }
+        let input = RaceInput::new(Connectivity::DUAL_STACK);
+        let mut race =
+            FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, ms(0));
+        let Some(Output::StartAttempt { id, .. }) = race.poll_output(ms(0)) else {
+            panic!("no start");
+        };
+        assert_eq!(race.poll_output(ms(0)), None);
+        (race, id)
+    }
+
+    #[test]
+    fn a_tunnel_reported_open_before_tcp_connected_starts_no_tls() {
+        let (mut race, id) = one_attempt("https://[2001:db8::a]", true);
+        race.handle_attempt(id, AttemptEvent::TunnelOpen, ms(10));
+        assert_eq!(race.poll_output(ms(10)), None);
+        assert_eq!(race.attempt(id).unwrap().state, AttemptState::Connecting);
+        // In order, the same reports go through.
+        race.handle_attempt(id, AttemptEvent::TcpConnected, ms(20));
+        assert_eq!(race.attempt(id).unwrap().state, AttemptState::Tunneling);
+        race.handle_attempt(id, AttemptEvent::TunnelOpen, ms(30));
+        assert_eq!(race.poll_output(ms(30)), Some(Output::StartTls(id)));
+    }
+
+    #[test]
+    fn a_tunnel_reported_open_on_an_attempt_without_one_starts_no_second_tls() {
+        let (mut race, id) = one_attempt("https://[2001:db8::a]", false);
+        race.handle_attempt(id, AttemptEvent::TcpConnected, ms(20));
+        assert_eq!(race.poll_output(ms(20)), Some(Output::StartTls(id)));
+        race.handle_attempt(id, AttemptEvent::TunnelOpen, ms(30));
+        assert_eq!(race.poll_output(ms(30)), None);
+        assert_eq!(race.attempt(id).unwrap().state, AttemptState::Securing);
+    }
+}

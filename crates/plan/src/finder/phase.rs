@@ -133,3 +133,128 @@ impl RacePhase {
         self.go(allowed, Self::Racing)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fastfallback_proto::{PooledId, Winner};
+
+    use super::*;
+
+    fn won() -> RacePhase {
+        RacePhase::Won {
+            winner: Winner::Attempt(AttemptId::FIRST),
+            at: Instant::from_millis(40),
+        }
+    }
+
+    fn second() -> AttemptId {
+        AttemptId::FIRST.next().unwrap()
+    }
+
+    /// Asks `phase` for `step`, and checks that it was refused and changed nothing.
+    fn refused(
+        mut phase: RacePhase,
+        step: impl FnOnce(&mut RacePhase) -> Result<(), IllegalMove>,
+        to: &'static str,
+    ) {
+        let before = phase;
+        let from = before.name();
+        assert_eq!(step(&mut phase), Err(IllegalMove { from, to }));
+        assert_eq!(phase, before, "a refused move changes nothing");
+    }
+
+    fn pooled_win(phase: &mut RacePhase) -> Result<(), IllegalMove> {
+        phase.win(Winner::Pooled(PooledId(1)), Instant::from_millis(50))
+    }
+
+    #[test]
+    fn a_race_that_has_ended_cannot_win() {
+        refused(RacePhase::Failed, pooled_win, "Won");
+        refused(RacePhase::Abandoned, pooled_win, "Won");
+        refused(won(), pooled_win, "Won");
+    }
+
+    #[test]
+    fn a_race_that_has_ended_cannot_fail_or_be_abandoned() {
+        for ended in [RacePhase::Failed, RacePhase::Abandoned, won()] {
+            refused(ended, RacePhase::fail, "Failed");
+            refused(ended, RacePhase::abandon, "Abandoned");
+        }
+    }
+
+    #[test]
+    fn every_running_phase_can_win_fail_or_be_abandoned() {
+        let running = [
+            RacePhase::Waiting,
+            RacePhase::Resolving,
+            RacePhase::Racing,
+            RacePhase::TlsOwner(AttemptId::FIRST),
+        ];
+        for phase in running {
+            let (mut a, mut b, mut c) = (phase, phase, phase);
+            assert_eq!(pooled_win(&mut a), Ok(()));
+            assert!(matches!(a, RacePhase::Won { .. }));
+            assert_eq!(b.fail(), Ok(()));
+            assert_eq!(b, RacePhase::Failed);
+            assert_eq!(c.abandon(), Ok(()));
+            assert_eq!(c, RacePhase::Abandoned);
+        }
+    }
+
+    #[test]
+    fn only_a_won_race_starts_its_next_exchange() {
+        refused(RacePhase::Racing, RacePhase::next_exchange, "Racing");
+        refused(RacePhase::Failed, RacePhase::next_exchange, "Racing");
+        refused(RacePhase::Abandoned, RacePhase::next_exchange, "Racing");
+        let mut phase = won();
+        assert_eq!(phase.next_exchange(), Ok(()));
+        assert_eq!(phase, RacePhase::Racing);
+    }
+
+    #[test]
+    fn only_a_waiting_race_is_released() {
+        refused(RacePhase::Resolving, |p| p.release(true), "Racing");
+        refused(RacePhase::Racing, |p| p.release(false), "Resolving");
+        refused(RacePhase::Abandoned, |p| p.release(true), "Racing");
+        let (mut ready, mut not_yet) = (RacePhase::Waiting, RacePhase::Waiting);
+        assert_eq!(ready.release(true), Ok(()));
+        assert_eq!(ready, RacePhase::Racing);
+        assert_eq!(not_yet.release(false), Ok(()));
+        assert_eq!(not_yet, RacePhase::Resolving);
+    }
+
+    #[test]
+    fn only_a_resolving_race_moves_on() {
+        refused(RacePhase::Waiting, RacePhase::move_on, "Racing");
+        refused(RacePhase::Racing, RacePhase::move_on, "Racing");
+        refused(won(), RacePhase::move_on, "Racing");
+        let mut phase = RacePhase::Resolving;
+        assert_eq!(phase.move_on(), Ok(()));
+        assert_eq!(phase, RacePhase::Racing);
+    }
+
+    #[test]
+    fn a_race_whose_tls_has_an_owner_gives_it_to_no_other_attempt() {
+        let owned = RacePhase::TlsOwner(AttemptId::FIRST);
+        refused(owned, |p| p.own_tls(second()), "TlsOwner");
+        refused(RacePhase::Resolving, |p| p.own_tls(second()), "TlsOwner");
+        refused(RacePhase::Failed, |p| p.own_tls(second()), "TlsOwner");
+        let mut phase = RacePhase::Racing;
+        assert_eq!(phase.own_tls(second()), Ok(()));
+        assert_eq!(phase, RacePhase::TlsOwner(second()));
+    }
+
+    #[test]
+    fn only_the_tls_owners_end_returns_the_race_to_racing() {
+        let mut phase = RacePhase::TlsOwner(AttemptId::FIRST);
+        assert!(!phase.owner_ended(second()));
+        assert_eq!(phase, RacePhase::TlsOwner(AttemptId::FIRST));
+        assert!(phase.owner_ended(AttemptId::FIRST));
+        assert_eq!(phase, RacePhase::Racing);
+        assert!(!phase.owner_ended(AttemptId::FIRST));
+        assert_eq!(phase, RacePhase::Racing);
+        let mut ended = won();
+        assert!(!ended.owner_ended(AttemptId::FIRST));
+        assert_eq!(ended, won());
+    }
+}
