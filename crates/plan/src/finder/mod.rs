@@ -72,6 +72,7 @@ use fastfallback_route::{Address, Connectivity, Lesson, LessonKind, MemoryView, 
 
 mod attempts;
 mod endpoints;
+mod input;
 mod lone;
 mod out;
 mod outcome;
@@ -83,6 +84,7 @@ mod timers;
 mod tls;
 
 pub use attempts::Attempts;
+pub use input::RaceInput;
 pub use lone::LoneOpening;
 pub use phase::RacePhase;
 
@@ -92,54 +94,6 @@ use crate::{ConnectPlan, FallbackPolicy, TlsStep};
 use endpoints::Endpoint;
 use out::OutQueue;
 use pacing::Pacing;
-
-/// What a race takes in besides the origin and the policy: all of it plain data.
-#[derive(Clone, Debug)]
-pub struct RaceInput {
-    /// Which families the host can use, and its NAT64 prefix.
-    pub connectivity: Connectivity,
-    /// What route memory knows about this origin on this network
-    /// ([`fastfallback_route::RouteDatabase::view`]).
-    pub memory: MemoryView,
-    /// Seeds every random choice of the race (today: whether it ignores history, see
-    /// [`fastfallback_route::RouteMemory::explore_one_in`]).
-    pub seed: u64,
-    /// Whether the race starts [`RacePhase::Waiting`] (it follows another call's connect).
-    pub waiting: bool,
-}
-
-impl RaceInput {
-    /// Input for a host with `connectivity`, no route memory, seed 0.
-    pub fn new(connectivity: Connectivity) -> Self {
-        Self {
-            connectivity,
-            memory: MemoryView::disabled(),
-            seed: 0,
-            waiting: false,
-        }
-    }
-
-    /// Starting [`RacePhase::Waiting`], for a call that follows another's connect.
-    #[must_use]
-    pub fn waiting(mut self, waiting: bool) -> Self {
-        self.waiting = waiting;
-        self
-    }
-
-    /// With route memory.
-    #[must_use]
-    pub fn memory(mut self, memory: MemoryView) -> Self {
-        self.memory = memory;
-        self
-    }
-
-    /// With a seed.
-    #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-}
 
 /// The race for one origin, as a deterministic state machine (see the module docs for the
 /// rules, the state diagram and the driver contract).
