@@ -35,6 +35,7 @@ mod plan;
 mod policy;
 mod policy_text;
 mod timer;
+mod transition;
 
 pub use attempt::{AttemptRecord, AttemptState};
 pub use fastfallback_route::order::FamilyPreference;

@@ -1,11 +1,12 @@
-//! Reading the race's deadlines one [`Timer`] kind at a time.
+//! The race's timers: firing the ones that expired, re-deriving them from the race's state
+//! after every input, and reading them one [`Timer`] kind at a time.
 //!
 //! [`FastFallbackExchangeFinder::poll_timeout`] is the earliest *armed* timer: the only
 //! instant a driver must wake up for. A sans-IO user who drives the race itself (a test, a
 //! runtime of its own) often needs to know which deadline that is, and when a deadline that
 //! is not armed still bounds the race; [`FastFallbackExchangeFinder::timer`] says.
 
-use fastfallback_proto::Instant;
+use fastfallback_proto::{CancelReason, Instant, RaceErrorKind};
 
 use super::{FastFallbackExchangeFinder, RacePhase};
 use crate::timer::Timer;
@@ -61,5 +62,99 @@ impl FastFallbackExchangeFinder {
         let bounds =
             matches!(self.phase, RacePhase::Racing) && latest_in_flight && self.last_now < at;
         bounds.then_some(at)
+    }
+}
+
+impl FastFallbackExchangeFinder {
+    // ---- inputs ----
+
+    /// Fires every timer that has expired at `now` (see [`Timer`]). Call it when
+    /// [`Self::poll_timeout`] has passed; calling it early does nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock(now);
+        for timer in self.timers.expire(now) {
+            self.needs_decision = true;
+            match timer {
+                Timer::Deadline => {
+                    if self.phase.is_running() {
+                        self.fail(RaceErrorKind::TimedOut, now);
+                    }
+                }
+                Timer::AttemptTimeout => {
+                    for i in 0..self.attempts.len() {
+                        let a = &self.attempts[i];
+                        if a.in_flight() && a.timeout_at <= now {
+                            self.cancel(i, CancelReason::AttemptTimeout, now);
+                        }
+                    }
+                }
+                Timer::ResolutionDelay => self.try_move_on(now),
+                // Firing opens the start gate; the next poll starts the attempt.
+                Timer::NextAttempt => {}
+                Timer::DnsTail => self.cancel_queries(),
+                Timer::HttpsWait => {
+                    self.resolution.give_up_https();
+                    self.resume_held(now);
+                }
+            }
+        }
+        self.rearm();
+    }
+
+    // ---- getters ----
+
+    /// When the next attempt may start, if one is waiting for the timer (the armed
+    /// [`Timer::NextAttempt`]; [`Self::timer`] also reads the deadline kept after the list
+    /// ran out).
+    pub fn next_attempt_timer(&self) -> Option<Instant> {
+        self.timers.get(Timer::NextAttempt)
+    }
+
+    /// When the DNS tail ends, while a won race still waits for answers (HEv3 §6).
+    pub fn dns_tail_deadline(&self) -> Option<Instant> {
+        self.timers.get(Timer::DnsTail)
+    }
+
+    // ---- internals ----
+
+    /// Re-derives the timers that follow the race's state.
+    pub(super) fn rearm(&mut self) {
+        let running = self.phase.is_running();
+        if !running {
+            // An ended race waits for nothing but the DNS tail its win chose: every other
+            // derivation below gives `None` then, so it is not computed.
+            let tail = self.timers.get(Timer::DnsTail);
+            self.timers.stop_all();
+            if matches!(self.phase, RacePhase::Won { .. }) && self.resolution.pending() {
+                self.timers.set(Timer::DnsTail, tail);
+            }
+            return;
+        }
+        let attempt_timeout = self
+            .attempts
+            .iter()
+            .filter(|a| a.in_flight())
+            .map(|a| a.timeout_at)
+            .min();
+        self.timers.set(Timer::AttemptTimeout, attempt_timeout);
+        let rd = match self.phase {
+            RacePhase::Resolving => self.resolution.deadline(),
+            _ => None,
+        };
+        self.timers.set(Timer::ResolutionDelay, rd);
+        // The HTTPS wait: `https_wait` after the first positive answer (never before the
+        // Resolution Delay ends), while an ECH-capable race's HTTPS answer is pending.
+        let wait = self.policy.https_wait.max(self.policy.resolution_delay);
+        let https_wait = self
+            .resolution
+            .first_positive_at()
+            .filter(|_| self.resolution.holds_tls() && !self.policy.protected_dns)
+            .map(|t| t + wait);
+        self.timers.set(Timer::HttpsWait, https_wait);
+        let next = (matches!(self.phase, RacePhase::Racing) && self.has_candidate())
+            .then(|| self.launch_gate());
+        self.timers.set(Timer::NextAttempt, next);
+        // A running race has not won, so it has no DNS tail yet.
+        self.timers.set(Timer::DnsTail, None);
     }
 }

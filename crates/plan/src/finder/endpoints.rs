@@ -1,0 +1,186 @@
+//! The endpoint list: the addresses DNS gave, reconciled with every new answer (HEv3 §7) and
+//! kept in the order attempts take them.
+
+use smallvec::SmallVec;
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::sync::Arc;
+
+use fastfallback_proto::{Family, Instant};
+use fastfallback_route::order::{OrderContext, Orderable, order};
+use fastfallback_route::{Source, SourceOf};
+
+use super::FastFallbackExchangeFinder;
+use crate::TlsStep;
+
+/// One address the race may try, with what ordering and attempting it need.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Endpoint {
+    pub(super) logical: IpAddr,
+    pub(super) target: SocketAddr,
+    pub(super) source: Option<Source>,
+    pub(super) tried: bool,
+    /// The service priority group ([`fastfallback_route::Candidate::group`]).
+    pub(super) group: u16,
+    /// Whether it is a fallback without SVCB ([`fastfallback_route::Candidate::without_svcb`]).
+    pub(super) without_svcb: bool,
+    /// Which TLS step its attempts take: 0 the race's own, `n` the `n`-th of
+    /// `FastFallbackExchangeFinder::ech_steps` (its service's ECH configuration).
+    pub(super) tls_variant: u16,
+    /// Whether the current answers still list it (an attempted endpoint stays in the list
+    /// after its answer is withdrawn, HEv3 §7, but is no longer listed).
+    pub(super) listed: bool,
+}
+
+impl Orderable for Endpoint {
+    fn logical(&self) -> IpAddr {
+        self.logical
+    }
+    fn target(&self) -> SocketAddr {
+        self.target
+    }
+    fn source(&self) -> Option<Source> {
+        self.source
+    }
+}
+
+/// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724 §6
+/// pairs them with loopback sources); a destination the driver said nothing about is treated
+/// as having a matching source, so it keeps its DNS position.
+fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
+    if let Some(s) = sources.iter().find(|s| s.dst == dst) {
+        return s.source;
+    }
+    let len = if dst.is_ipv4() { 32 } else { 128 };
+    Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
+}
+
+impl FastFallbackExchangeFinder {
+    // ---- getters ----
+
+    /// The current endpoint order, attempted ones included (for reports and tests).
+    pub fn endpoint_order(&self) -> Vec<SocketAddr> {
+        self.endpoints.iter().map(|e| e.target).collect()
+    }
+
+    // ---- internals ----
+
+    /// Reconciles the endpoint list with the current DNS answers: new addresses are added,
+    /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
+    pub(super) fn sync_endpoints(&mut self) {
+        let origin_port = self.address.connect_host().1;
+        let mut disallowed = SmallVec::<[IpAddr; 0]>::new();
+        let scope = self.address.scope_id().unwrap_or(0);
+        let (policy, connectivity) = (&self.policy, &self.connectivity);
+        let (tls, ech_steps) = (&self.tls, &mut self.ech_steps);
+        let (endpoints, sources) = (&mut self.endpoints, &self.sources);
+        // The first sync (every race's, and a literal's only one) has nothing to reconcile.
+        let first = endpoints.is_empty();
+        for e in endpoints.iter_mut() {
+            e.listed = false;
+        }
+        let mut changed = false;
+        self.resolution.for_each_candidate(|c| {
+            if !policy.family.allows(Family::of(c.ip)) {
+                if !disallowed.contains(&c.ip) {
+                    disallowed.push(c.ip);
+                }
+                return;
+            }
+            let port = c.port.unwrap_or(origin_port);
+            let target = match connectivity.connect_ip(c.ip) {
+                IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
+                v4 => SocketAddr::new(v4, port),
+            };
+            let variant = match (tls, c.ech) {
+                (Some(base), Some(ech)) => {
+                    let found = ech_steps
+                        .iter()
+                        .position(|s| s.ech.as_deref() == Some(&**ech));
+                    let i = found.unwrap_or_else(|| {
+                        let mut grown = std::mem::take(ech_steps).into_vec();
+                        grown.push(Arc::new(TlsStep {
+                            ech: Some(Arc::clone(ech)),
+                            ..(**base).clone()
+                        }));
+                        *ech_steps = grown.into_boxed_slice();
+                        ech_steps.len() - 1
+                    });
+                    // A DNS message cannot hold 65 535 ECH configurations.
+                    u16::try_from(i + 1).unwrap_or(u16::MAX)
+                }
+                _ => 0,
+            };
+            match endpoints.iter_mut().find(|e| e.target == target) {
+                // The same address and port in two groups is tried once, in the first.
+                Some(e) if e.listed => {}
+                Some(e) => {
+                    changed |= e.group != c.group;
+                    e.group = c.group;
+                    e.tls_variant = variant;
+                    e.without_svcb = c.without_svcb;
+                    e.listed = true;
+                }
+                None => {
+                    endpoints.push(Endpoint {
+                        logical: c.ip,
+                        target,
+                        source: source_of(sources, c.ip),
+                        tried: false,
+                        group: c.group,
+                        without_svcb: c.without_svcb,
+                        tls_variant: variant,
+                        listed: true,
+                    });
+                    changed = true;
+                }
+            }
+        });
+        // HEv3 §7: an attempted endpoint keeps its place; an untried one that left goes.
+        if !first {
+            let before = endpoints.len();
+            endpoints.retain(|e| e.listed || e.tried);
+            changed |= before != endpoints.len();
+        }
+        for ip in disallowed {
+            let why = format!("the policy allows no {}", Family::of(ip));
+            self.resolution
+                .note_skipped(self.connectivity, ip.to_string(), why);
+        }
+        self.order_dirty |= changed;
+    }
+
+    /// Sorts the endpoints: group by group (RFC 9460 §2.4.1, HEv3 §4.3: a service's
+    /// endpoints before those of the next), each group by RFC 6724 and route memory.
+    pub(super) fn reorder(&mut self, now: Instant) {
+        let ctx = OrderContext {
+            memory: Some(&self.memory).filter(|m| m.is_enabled()),
+            preference: self.policy.family,
+            preferred_family_count: self.policy.preferred_family_count,
+            slower_margin: self.policy.min_attempt_delay,
+            now,
+        };
+        if self.endpoints.len() > 1 {
+            let first = self.endpoints[0].group;
+            if self.endpoints.iter().all(|e| e.group == first) {
+                let sorted = order(self.endpoints.drain(..).collect(), &ctx);
+                self.endpoints.extend(sorted);
+            } else {
+                let mut all: Vec<Endpoint> = self.endpoints.drain(..).collect();
+                all.sort_by_key(|e| e.group);
+                while !all.is_empty() {
+                    let g = all[0].group;
+                    let n = all.iter().take_while(|e| e.group == g).count();
+                    let rest = all.split_off(n);
+                    self.endpoints.extend(order(all, &ctx));
+                    all = rest;
+                }
+            }
+        }
+        self.order_dirty = false;
+    }
+
+    pub(super) fn has_candidate(&self) -> bool {
+        !self.deferred.is_empty()
+            || (self.resolution.moved_on() && self.endpoints.iter().any(|e| !e.tried))
+    }
+}

@@ -1,0 +1,79 @@
+//! How the race ends when it ends by itself: a win, or a failure that reports every cause.
+
+use fastfallback_proto::{
+    AttemptFailure, CancelReason, Instant, Output, RaceError, RaceErrorKind, Winner,
+};
+
+use super::FastFallbackExchangeFinder;
+use crate::attempt::AttemptState;
+use crate::timer::Timer;
+
+impl FastFallbackExchangeFinder {
+    /// Ends the race with `winner` (attempt `index`, if it is one): HEv3 §6, success cancels
+    /// every other attempt, and the DNS tail begins.
+    pub(super) fn win(&mut self, winner: Winner, index: Option<usize>, now: Instant) {
+        if self.phase.win(winner, now).is_err() {
+            return;
+        }
+        let keep = index.map(|i| self.attempts[i].id);
+        self.cancel_in_flight(CancelReason::LostRace, keep, now);
+        if let Some(i) = index {
+            self.end(i, AttemptState::Won, now);
+        }
+        // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still
+        // fill the cache until `now + dns_tail`. A race that won while waiting sent none.
+        if !self.queries_sent {
+            self.cancel_queries();
+        }
+        let tail = self
+            .resolution
+            .pending()
+            .then(|| now + self.policy.dns_tail);
+        self.timers.set(Timer::DnsTail, tail);
+        self.out.push_back(Output::Done(winner));
+    }
+
+    /// Ends the race in failure, cancelling what is still in flight; [`Output::Failed`]
+    /// carries every cause.
+    pub(super) fn fail(&mut self, kind: RaceErrorKind, now: Instant) {
+        if self.phase.fail().is_err() {
+            return;
+        }
+        match kind {
+            RaceErrorKind::TimedOut => self.cancel_in_flight(CancelReason::Deadline, None, now),
+            // Held attempts: their TLS never starts.
+            RaceErrorKind::SvcbResolutionFailed => {
+                self.cancel_in_flight(CancelReason::Withdrawn, None, now);
+            }
+            _ => {}
+        }
+        let attempts = self
+            .attempts
+            .iter()
+            .filter(|a| a.exchange == self.exchange)
+            .filter_map(|a| {
+                a.error().map(|error| AttemptFailure {
+                    id: a.id,
+                    addr: a.plan.route.target,
+                    started: a.started,
+                    elapsed: a.ended.unwrap_or(now) - a.started,
+                    error: error.clone(),
+                })
+            })
+            .collect();
+        self.cancel_queries();
+        self.timers.stop_all();
+        self.out.push_back(Output::Failed(RaceError {
+            kind,
+            attempts,
+            dns: self.resolution.errors().to_vec(),
+            skipped: self
+                .resolution
+                .skipped()
+                .iter()
+                .map(|s| (s.what.clone(), s.why.clone()))
+                .collect(),
+            skipped_more: u32::try_from(self.resolution.skipped_more()).unwrap_or(u32::MAX),
+        }));
+    }
+}
