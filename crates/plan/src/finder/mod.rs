@@ -73,7 +73,6 @@ use fastfallback_route::{Address, Connectivity, Lesson, LessonKind, MemoryView, 
 mod attempts;
 mod endpoints;
 mod input;
-mod lone;
 mod out;
 mod outcome;
 mod pacing;
@@ -85,7 +84,6 @@ mod tls;
 
 pub use attempts::Attempts;
 pub use input::RaceInput;
-pub use lone::LoneOpening;
 pub use phase::RacePhase;
 
 use crate::answers::Answers;
