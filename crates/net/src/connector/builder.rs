@@ -1,6 +1,26 @@
 //! [`ConnectorBuilder`]: settings, the TLS configuration and the crypto provider.
 
-use super::*;
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use fastfallback_plan::FallbackPolicy;
+use fastfallback_proto::AlpnOffer;
+use fastfallback_route::{Connectivity, NetworkId, Proxy, RouteDatabase, SourceSelector};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::{ClientConfig, RootCertStore};
+
+use crate::memory_file::MemoryFile;
+use crate::{
+    Dial, HickoryResolver, KernelSources, NetworkState, Resolve, SocketOptions, detect_network,
+};
+
+use super::clock::*;
+use super::error::BuildError;
+use super::shared::Connector;
+use super::shared::*;
 
 /// Which certificates a connector trusts.
 #[derive(Default)]

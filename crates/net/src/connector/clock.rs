@@ -1,7 +1,11 @@
 //! The race clock: one process-wide epoch on tokio's clock (which follows paused time), and
 //! readings turned into the race's [`Instant`] only when needed.
 
-use super::*;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use fastfallback_plan::MAX_MEMORY_TTL;
+use fastfallback_proto::Instant;
 
 /// Route memory may have to express times up to a day before this process started (a memory
 /// file written yesterday), so the race clock starts that long before the first connect.

@@ -1,6 +1,15 @@
 //! [`Connection`]: the winning stream and the story of its race.
 
-use super::*;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+
+use fastfallback_proto::Alpn;
+
+use crate::report::Story;
+use crate::{RaceReport, Stream};
 
 /// The winner of a race: a connected stream, and the story of how it was found.
 #[derive(Debug)]

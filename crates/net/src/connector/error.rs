@@ -1,6 +1,13 @@
 //! Why a connector could not be built ([`BuildError`]) or a connect failed ([`ConnectError`]).
 
-use super::*;
+use std::fmt;
+use std::io;
+
+use fastfallback_plan::PolicyError;
+use fastfallback_proto::RaceError;
+use fastfallback_route::AddressError;
+
+use crate::{RaceReport, ResolverError};
 
 /// Why a [`Connector`] could not be built.
 #[derive(Debug)]

@@ -19,51 +19,26 @@
 //! Route memory: each race takes a [`fastfallback_route::MemoryView`] of its origin on the
 //! current network when it starts, and its lessons are applied when it ends, under one lock.
 
-use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::sync::Arc;
 
-use fastfallback_plan::{
-    ConnectPlan, FallbackPolicy, FastFallbackExchangeFinder, MAX_MEMORY_TTL, PolicyError,
-    RaceInput, SpareWinners,
-};
-use fastfallback_proto::{
-    Alpn, AlpnOffer, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant,
-    Output, Phase, PooledId, Query, QueryKind, RaceError, Winner,
-};
-use fastfallback_route::{
-    Address, AddressError, Connectivity, Host, Lesson, Nat64Prefix, NetworkId, Proxy,
-    RouteDatabase, SourceOf, SourceSelector, Zone,
-};
-use rustls::client::WebPkiServerVerifier;
+use fastfallback_plan::FallbackPolicy;
+use fastfallback_proto::{Phase, RaceError};
+use fastfallback_route::{Address, AddressError, Lesson, Proxy, RouteDatabase, Zone};
 use rustls::client::danger::ServerCertVerifier;
-use rustls::{ClientConfig, RootCertStore};
-use tokio::time::Sleep;
 
-use crate::attempt::{TcpConnect, attempt_error, handshake};
-use crate::events::{CallEvent, ConnectionEvent};
-use crate::link::{Lease, Offer, RaceEnd, RaceLink, Raced, SpareEnd};
-use crate::memory_file::MemoryFile;
-use crate::report::{QueryLog, ReportError, Story};
-use crate::{
-    Answer, Dial, HickoryResolver, KernelSources, NetworkState, RaceReport, Resolve, ResolverError,
-    SocketOptions, Stream, Transport, detect_network,
-};
+use crate::NetworkState;
+use crate::link::{RaceEnd, RaceLink, Raced};
 
 mod builder;
 mod clock;
 mod connection;
 mod error;
 mod race;
+mod racing;
 mod roots;
+mod shared;
 mod steps;
 mod turn;
 
@@ -73,197 +48,9 @@ pub(crate) use clock::wall_secs;
 pub use connection::Connection;
 pub use error::{BuildError, ConnectError, RaceFailure};
 
-use builder::*;
-use clock::*;
 use race::*;
-use steps::*;
 
-/// Opens the fastest working connection to an origin: Happy Eyeballs with route memory.
-///
-/// Cheap to clone; clones share the resolver, TLS configuration and route memory.
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use fastfallback_net::Connector;
-/// use tokio::io::AsyncWriteExt;
-///
-/// let connector = Connector::builder().build()?;
-/// let mut conn = connector.connect("https://example.com").await?;
-/// println!("{}", conn.report());
-/// conn.write_all(b"GET / HTTP/1.1\r\nhost: example.com\r\nconnection: close\r\n\r\n").await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Connector {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    policy: Arc<FallbackPolicy>,
-    resolver: Arc<dyn Resolve>,
-    tls: Arc<ClientConfig>,
-    /// The TLS configurations tried after `tls`, in order, when a handshake fails in a way
-    /// another configuration can fix.
-    tls_fallbacks: Vec<Arc<ClientConfig>>,
-    /// The certificate verifier inside `tls`, when the connector built it.
-    verifier: Option<Arc<dyn ServerCertVerifier>>,
-    /// Encrypted Client Hello, when the TLS backend and configuration allow it.
-    ech: Option<crate::ech::Ech>,
-    socket: SocketOptions,
-    dialer: Option<Arc<dyn Dial>>,
-    sources: Sources,
-    /// Set by the user, or `None` to read it from the kernel (cached briefly).
-    network: Option<NetworkState>,
-    /// The last reading of the kernel's tables, and until when it is reused.
-    detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
-    /// The NAT64 prefix found through `ipv4only.arpa` (RFC 7050), or that there is none, and
-    /// when.
-    nat64: Mutex<Option<(tokio::time::Instant, Option<Nat64Prefix>)>>,
-    db: Option<Arc<RouteDatabase>>,
-    memory_file: Option<Arc<MemoryFile>>,
-    /// Proxies to fail over across, in order, for addresses that name none (empty: direct).
-    proxies: Vec<Proxy>,
-    /// Seeds each race's random choices: a base plus a counter.
-    seed: u64,
-    races: AtomicU64,
-}
-
-/// Where sources come from: the kernel (with a cache the driver clears when the network
-/// changes), or a user-supplied selector.
-enum Sources {
-    Kernel(KernelSources),
-    Custom(Box<dyn SourceSelector + Send + Sync>),
-}
-
-impl Sources {
-    fn find(&self, dsts: Vec<std::net::IpAddr>) -> Vec<SourceOf> {
-        let selector: &dyn SourceSelector = match self {
-            Self::Kernel(k) => k,
-            Self::Custom(c) => c.as_ref(),
-        };
-        dsts.into_iter()
-            .map(|dst| SourceOf {
-                dst,
-                source: selector.source_for(dst),
-            })
-            .collect()
-    }
-}
-
-/// How long a NAT64 discovery (or the absence of a prefix) is kept. RFC 7050 §3.2 uses the
-/// answer's TTL; [`Resolve`] hands over no TTL, so a fixed 10 minutes.
-const NAT64_TTL: Duration = Duration::from_secs(600);
-
-/// How long a network reading is reused: long enough that a burst of connects reads the
-/// kernel's tables once, short enough to notice a network change within seconds.
-const NETWORK_TTL: Duration = Duration::from_secs(5);
-
-impl Inner {
-    fn network(&self, now: tokio::time::Instant) -> NetworkState {
-        if let Some(n) = self.network {
-            return n;
-        }
-        let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
-        match *cached {
-            Some((until, n)) if now < until => n,
-            previous => {
-                let n = detect_network();
-                if previous.is_some_and(|(_, p)| p.id != n.id)
-                    && let Sources::Kernel(k) = &self.sources
-                {
-                    k.clear();
-                }
-                *cached = Some((now + NETWORK_TTL, n));
-                n
-            }
-        }
-    }
-
-    /// The network a race starts on: [`Self::network`], with the NAT64 prefix discovered when
-    /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1); and the instant the race
-    /// starts (one clock reading serves both).
-    async fn network_for_race(&self) -> (NetworkState, tokio::time::Instant) {
-        let t = reading();
-        let mut network = self.network(t);
-        let c = &mut network.connectivity;
-        if c.needs_nat64_discovery() {
-            c.nat64 = self.nat64_prefix().await;
-            return (network, reading());
-        }
-        (network, t)
-    }
-
-    /// Asks the resolver for `ipv4only.arpa` AAAA (RFC 7050 §3: sent to the network's own
-    /// resolver, never answered locally) and reads the prefix from the answer; kept for
-    /// [`NAT64_TTL`].
-    async fn nat64_prefix(&self) -> Option<Nat64Prefix> {
-        let now = tokio::time::Instant::now();
-        if let Some((at, found)) = *self.nat64.lock().unwrap_or_else(|p| p.into_inner())
-            && now.saturating_duration_since(at) < NAT64_TTL
-        {
-            return found;
-        }
-        let answer = self
-            .resolver
-            .query(Nat64Prefix::DISCOVERY_NAME, QueryKind::Aaaa)
-            .await;
-        let found = Nat64Prefix::discover_from(&answer);
-        tracing::debug!(?found, "NAT64 prefix discovery (ipv4only.arpa)");
-        *self.nat64.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, found));
-        found
-    }
-
-    fn next_seed(&self) -> u64 {
-        let n = self.races.fetch_add(1, Ordering::Relaxed);
-        self.seed.wrapping_add(n)
-    }
-
-    /// Applies a race's lessons to route memory, and saves the memory file now and then. With
-    /// `keep`, the lessons are also copied there (a pool race hands them to its followers).
-    fn learn(
-        &self,
-        network: NetworkId,
-        finder: &mut FastFallbackExchangeFinder,
-        keep: Option<&mut Vec<Lesson>>,
-    ) {
-        let Some(db) = self.db.as_ref().filter(|_| finder.has_lessons()) else {
-            return;
-        };
-        let (address, lessons) = finder.take_lessons();
-        let learned = match keep {
-            Some(keep) => {
-                let start = keep.len();
-                keep.extend(lessons);
-                db.learn(network, address, keep[start..].iter().copied())
-            }
-            None => db.learn(network, address, lessons),
-        };
-        if learned && let Some(file) = &self.memory_file {
-            MemoryFile::changed(file, db);
-        }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let (Some(file), Some(db)) = (&self.memory_file, &self.db)
-            && let Err(e) = file.save_if_dirty(db)
-        {
-            tracing::warn!(path = %file.path.display(), error = %e, "cannot save route memory");
-        }
-    }
-}
-
-impl fmt::Debug for Connector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Connector")
-            .field("policy", &self.inner.policy)
-            .field("socket", &self.inner.socket)
-            .field("network", &self.inner.network)
-            .field("route_memory", &self.inner.db.is_some())
-            .finish_non_exhaustive()
-    }
-}
+pub use shared::Connector;
 
 impl Connector {
     /// A builder with every default.

@@ -6,7 +6,8 @@ use std::path::Path;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::{BuildError, ConnectorBuilder, Roots};
+use super::builder::{ConnectorBuilder, Roots};
+use super::error::BuildError;
 
 impl ConnectorBuilder {
     /// Also trusts the CA certificates in `pem` (one or more `BEGIN CERTIFICATE` sections;

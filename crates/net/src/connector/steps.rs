@@ -1,7 +1,23 @@
 //! An attempt's steps as futures: TCP (or a user's dialer), the proxy tunnel, TLS; and what
 //! wakes a race.
 
-use super::*;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use fastfallback_plan::ConnectPlan;
+use fastfallback_proto::{Alpn, AttemptError, AttemptId, DnsAnswer, Phase, Query};
+use fastfallback_route::{Address, Host, Proxy};
+use rustls::ClientConfig;
+
+use crate::attempt::{TcpConnect, attempt_error, handshake};
+use crate::link::Offer;
+use crate::{Resolve, SocketOptions, Stream, Transport};
+
+use super::shared::*;
 
 pub(super) type StepFuture<T> = Pin<Box<dyn Future<Output = Result<T, AttemptError>> + Send>>;
 

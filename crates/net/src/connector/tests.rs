@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// What only the tests that build a connector (which needs a crypto backend) use.
+#[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+use {
+    super::builder::WARMED,
+    super::shared::NETWORK_TTL,
+    fastfallback_route::{Connectivity, NetworkId},
+    std::time::Duration,
+};
+
 /// A build error keeps what caused it as its `source()` (here the file system's error).
 #[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
 #[test]
@@ -116,7 +125,8 @@ fn the_platform_verifier_refuses_a_certificate_the_system_does_not_trust() {
 /// release build (more in some test builds), so our part of a connection must stay within 96.
 #[cfg(target_pointer_width = "64")]
 mod layout {
-    use super::{ConnectError, Connection, Raced, Stream};
+    use super::{ConnectError, Connection, Raced};
+    use crate::Stream;
 
     #[test]
     fn a_connection_and_a_race_result_move_without_a_memcpy_call() {

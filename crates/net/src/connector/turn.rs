@@ -1,9 +1,41 @@
 //! A race's turn: acting on the race's outputs, polling what may wake it, handing each
 //! event in, and ending it.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+
+use fastfallback_plan::{ConnectPlan, SpareWinners};
+use fastfallback_proto::{AttemptEvent, CancelReason, DnsAnswer, Instant, Output, Winner};
+use fastfallback_route::Host;
+
+use crate::events::CallEvent;
+use crate::link::{Offer, Raced};
+use crate::report::{QueryLog, ReportError, Story};
+use crate::{Stream, Transport};
+
+use super::clock::*;
+use super::connection::Connection;
+use super::error::{ConnectError, RaceFailure};
+use super::race::*;
+use super::steps::*;
 
 impl Race {
+    /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
+    /// Returns how the race ended, once it has.
+    pub(super) fn turn(&mut self, t: &mut Moment) -> Option<Ending> {
+        let t = t.at();
+        if self.finder().poll_timeout().is_some_and(|d| d <= t) {
+            self.finder().handle_timeout(t);
+        }
+        while let Some(out) = self.finder().poll_output(t) {
+            if let Some(ending) = self.act(out, t) {
+                return Some(ending);
+            }
+        }
+        None
+    }
+
     /// Acts on one output of the race. Returns how the race ended, once it has.
     pub(super) fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
         match out {
