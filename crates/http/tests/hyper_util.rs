@@ -46,7 +46,15 @@ async fn two_gets(alpn: &[u8]) -> (http::Version, Bytes, String, [String; 2], us
     let uri: http::Uri = format!("https://a.test:{port}/").parse().unwrap();
     let mut conns = [String::new(), String::new()];
     let mut last = None;
-    for c in &mut conns {
+    for (i, c) in conns.iter_mut().enumerate() {
+        if i > 0 {
+            // hyper-util returns an HTTP/1 connection to its pool from a background task once
+            // the response body has been read to its end (below). 10 ms lets that task run
+            // (it needs no I/O, only a turn); without it the second GET could find the pool
+            // empty and open a second connection, and `accepted == 1` would fail for reasons
+            // that are not the engine's.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         let response = client.get(uri.clone()).await.unwrap();
         *c = response.headers()["x-conn"].to_str().unwrap().to_owned();
         let version = response.version();
