@@ -27,7 +27,7 @@ pub enum Source {
     New,
 }
 
-/// One step of one call (an exchange asked of the [`crate::Pool`]).
+/// One step of one call (an exchange asked of `fastfallback_http::Pool`).
 ///
 /// The order of a call that connects: `CallStart`, then `DnsStart`/`DnsEnd` per record type,
 /// then per attempt `ConnectStart`, `SecureConnectStart`, `SecureConnectEnd`, `ConnectEnd`
@@ -112,7 +112,7 @@ pub enum CallEvent {
     },
 }
 
-/// Receives the events of the calls it is given to ([`crate::Pool::exchange_with`]).
+/// Receives the events of the calls it is given to (`fastfallback_http::Pool::exchange_with`).
 pub trait EventListener: Send + Sync + 'static {
     /// One event, in order.
     fn event(&self, event: &CallEvent);
@@ -173,7 +173,7 @@ pub enum ConnectionEvent {
     },
 }
 
-/// Receives the events of every connection of one pool ([`crate::Pool::with_listener`]).
+/// Receives the events of every connection of one pool (`fastfallback_http::Pool::with_listener`).
 pub trait ConnectionListener: Send + Sync + 'static {
     /// One event, in order per connection.
     fn event(&self, event: &ConnectionEvent);

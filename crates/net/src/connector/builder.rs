@@ -201,7 +201,7 @@ impl ConnectorBuilder {
     /// connect races the proxy's addresses, and when the race through one proxy fails on the
     /// proxy's side (its name did not resolve, or every attempt failed in TCP or in the
     /// tunnel), the next proxy is tried, as OkHttp's `RouteSelector` does. An address that
-    /// names its own proxy ([`Address::with_proxy`]) uses only that one. Pooled connections
+    /// names its own proxy ([`fastfallback_route::Address::with_proxy`]) uses only that one. Pooled connections
     /// through proxies are keyed by them and never coalesced.
     pub fn proxy(mut self, proxy: Proxy) -> Self {
         self.proxies.push(proxy);

@@ -9,7 +9,7 @@ use fastfallback_route::AddressError;
 
 use crate::{RaceReport, ResolverError};
 
-/// Why a [`Connector`] could not be built.
+/// Why a [`Connector`](crate::Connector) could not be built.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {

@@ -32,7 +32,7 @@ pub struct RaceReport {
     /// The winning attempt's id, if one won.
     pub winner: Option<u32>,
     /// The pooled connection the race ended on instead, if the pool offered one mid-race
-    /// (see [`crate::Pool`]).
+    /// (see `fastfallback_http::Pool`).
     pub pooled: Option<u64>,
     /// The ALPN protocol the winner negotiated, if any.
     #[serde(serialize_with = "json::opt_display")]
