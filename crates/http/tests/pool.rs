@@ -115,20 +115,10 @@ impl Setup {
 
 /// Listeners on one port free on every address of `on`.
 async fn listen(on: &[&str]) -> Vec<TcpListener> {
-    'search: for _ in 0..50 {
-        let probe = std::net::TcpListener::bind((ip(V4), 0)).unwrap();
-        let port = probe.local_addr().unwrap().port();
-        drop(probe);
-        let mut listeners = Vec::new();
-        for host in on {
-            match TcpListener::bind(SocketAddr::new(ip(host), port)).await {
-                Ok(l) => listeners.push(l),
-                Err(_) => continue 'search,
-            }
-        }
-        return listeners;
-    }
-    panic!("no port free on every loopback address asked for");
+    let open: Vec<IpAddr> = on.iter().map(|h| ip(h)).collect();
+    fastfallback_testkit::loopback::listen_on_one_port(&open, &[])
+        .await
+        .1
 }
 
 fn get(path: &str) -> http::Request<Bytes> {

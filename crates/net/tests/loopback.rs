@@ -32,27 +32,13 @@ fn pinned() -> StaticResolver {
 /// A port that is free on both loopback addresses, with listeners on the ones asked for. The
 /// others stay closed, so the kernel refuses them.
 async fn listen(on: &[&str]) -> (u16, Vec<TcpListener>) {
-    for _ in 0..50 {
-        let probe = std::net::TcpListener::bind((ip(V4), 0)).unwrap();
-        let port = probe.local_addr().unwrap().port();
-        drop(probe);
-        let mut listeners = Vec::new();
-        for host in on {
-            match TcpListener::bind(SocketAddr::new(ip(host), port)).await {
-                Ok(l) => listeners.push(l),
-                Err(_) => break,
-            }
-        }
-        // The closed address must not be taken by someone else either.
-        let closed_free = [V6, V4]
-            .iter()
-            .filter(|h| !on.contains(h))
-            .all(|h| std::net::TcpListener::bind(SocketAddr::new(ip(h), port)).is_ok());
-        if listeners.len() == on.len() && closed_free {
-            return (port, listeners);
-        }
-    }
-    panic!("no port free on both loopback addresses");
+    let open: Vec<IpAddr> = on.iter().map(|h| ip(h)).collect();
+    let closed: Vec<IpAddr> = [V6, V4]
+        .iter()
+        .filter(|h| !on.contains(h))
+        .map(|h| ip(h))
+        .collect();
+    fastfallback_testkit::loopback::listen_on_one_port(&open, &closed).await
 }
 
 fn accept_forever(listeners: Vec<TcpListener>) {

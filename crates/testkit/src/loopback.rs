@@ -1,7 +1,7 @@
 //! Servers on 127.0.0.1 for tests that need no test network: an HTTPS origin speaking h2 and
 //! http/1.1 ([`TlsOrigin`]), and an HTTP `CONNECT` proxy ([`http_proxy`]).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use fastfallback_net::{Connector, StaticResolver};
@@ -69,4 +69,30 @@ pub async fn http_proxy(options: ProxyOptions) -> (Proxy, Arc<ProxyStats>) {
         Proxy::http(Host::Ip(LOCALHOST), port),
         serve_http_connect(listener, options),
     )
+}
+
+/// Listeners on one port that is free on every address of `on`, and also free (but left
+/// closed, so the kernel refuses connects) on every address of `closed`: the port and the
+/// listeners, in the order of `on`. Tries 50 ports, then panics.
+pub async fn listen_on_one_port(on: &[IpAddr], closed: &[IpAddr]) -> (u16, Vec<TcpListener>) {
+    'search: for _ in 0..50 {
+        let probe = std::net::TcpListener::bind((LOCALHOST, 0)).unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let mut listeners = Vec::new();
+        for ip in on {
+            match TcpListener::bind(SocketAddr::new(*ip, port)).await {
+                Ok(l) => listeners.push(l),
+                Err(_) => continue 'search,
+            }
+        }
+        // A closed address must not be taken by someone else either.
+        let closed_free = closed
+            .iter()
+            .all(|ip| std::net::TcpListener::bind(SocketAddr::new(*ip, port)).is_ok());
+        if closed_free {
+            return (port, listeners);
+        }
+    }
+    panic!("no port free on every loopback address asked for");
 }
