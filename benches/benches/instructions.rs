@@ -5,6 +5,10 @@
 //! - `fastfallback-name`: tokio's socket options and a parsed origin whose host is a name,
 //!   answered at once by a `StaticResolver` (A and AAAA queries, ordering, route memory): the
 //!   path of most real connects, without a real resolver's cost;
+//! - `fastfallback-hickory` and `hyper-util-hickory`: the same name resolved through a real
+//!   DNS server on loopback (`LoopbackDns`) by hickory set up the same way on both sides (its
+//!   cache on: after the first connects both read their answers from it). We ask AAAA and A
+//!   apart; hyper-util gets hickory's `lookup_ip`. The scenarios bench's name row, counted;
 //! - hyper-util's `HttpConnector` and a raw tokio connect.
 //!
 //! ```text
@@ -38,11 +42,13 @@ use fastfallback_net::{Connector, SocketOptions, StaticResolver};
 use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-const CONTENDERS: [&str; 5] = [
+const CONTENDERS: [&str; 7] = [
     "fastfallback-bare",
     "fastfallback",
     "fastfallback-name",
+    "fastfallback-hickory",
     "hyper-util",
+    "hyper-util-hickory",
     "tokio",
 ];
 
@@ -259,8 +265,53 @@ fn child(who: &str, n: usize, in_flight: usize) {
         .build()
         .expect("runtime");
     let origin = addr.to_string();
+    // The DNS server for the hickory contenders: A is the listener, AAAA has no records
+    // (NODATA, which hickory caches too).
+    let dns = who.ends_with("-hickory").then(|| {
+        let dns = fastfallback_testnet::LoopbackDns::start().expect("loopback DNS");
+        dns.set_dns(
+            "origin.test",
+            fastfallback_testnet::DnsZone {
+                a: vec![Ipv4Addr::LOCALHOST],
+                ..fastfallback_testnet::DnsZone::default()
+            },
+        );
+        dns
+    });
+    let dns_addr = dns.as_ref().map(fastfallback_testnet::LoopbackDns::addr);
     rt.block_on(async {
         match who {
+            "hyper-util-hickory" => {
+                let resolver = fastfallback_benches::hickory_at(dns_addr.expect("dns"));
+                let connector =
+                    &HttpConnector::new_with_resolver(fastfallback_benches::LookupIp(resolver));
+                let uri: &http::Uri = &format!("http://origin.test:{}/", addr.port())
+                    .parse()
+                    .expect("uri");
+                drive(n, in_flight, || async move {
+                    let mut c = connector.clone();
+                    let s = tower_service::Service::call(&mut c, uri.clone()).await;
+                    drop(s.expect("connect"));
+                })
+                .await;
+            }
+            "fastfallback-hickory" => {
+                let c = &Connector::builder()
+                    .resolver(
+                        fastfallback_net::HickoryResolver::with_name_server(dns_addr.expect("dns"))
+                            .expect("resolver"),
+                    )
+                    .socket_options(SocketOptions::default().nodelay(false).keepalive(None))
+                    .build()
+                    .expect("connector");
+                let address =
+                    &fastfallback_route::Address::parse(&format!("origin.test:{}", addr.port()))
+                        .expect("address");
+                drive(n, in_flight, || async move {
+                    drop(c.connect_to(address.clone()).await.expect("connect"));
+                })
+                .await;
+            }
             "tokio" => {
                 drive(n, in_flight, || async move {
                     drop(tokio::net::TcpStream::connect(addr).await.expect("connect"));

@@ -31,6 +31,8 @@ use serde::Serialize;
 
 #[path = "scenarios/loopback.rs"]
 mod loopback;
+#[path = "scenarios/names.rs"]
+mod names;
 
 const PORT: u16 = 80;
 const ORIGIN: &str = "origin.test";

@@ -75,9 +75,15 @@ pub fn dns_server() -> SocketAddr {
 
 /// A hickory resolver asking the test network's DNS server.
 pub fn hickory() -> TokioResolver {
-    let mut ns = NameServerConfig::udp_and_tcp(dns_server().ip());
+    hickory_at(dns_server())
+}
+
+/// A hickory resolver asking `server` (UDP, TCP fallback), with hickory's default options:
+/// set up as `fastfallback_net::HickoryResolver::with_name_server` sets up its own.
+pub fn hickory_at(server: SocketAddr) -> TokioResolver {
+    let mut ns = NameServerConfig::udp_and_tcp(server.ip());
     for c in &mut ns.connections {
-        c.port = dns_server().port();
+        c.port = server.port();
     }
     TokioResolver::builder_with_config(
         ResolverConfig::from_name_servers(vec![ns]),

@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answer_cache;
 mod attempt;
 mod connectivity;
 mod connector;

@@ -9,6 +9,7 @@ use std::fmt;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use fastfallback_proto::{Alpn, DnsAnswer, DnsError, HttpsRecord, QueryKind};
 use hickory_resolver::TokioResolver;
@@ -18,6 +19,8 @@ use hickory_resolver::net::{DnsError as HickoryDnsError, NetError};
 use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::rdata::svcb::{SvcParamKey, SvcParamValue};
 use hickory_resolver::proto::rr::{RData, RecordType};
+
+use crate::answer_cache::{AnswerCache, negative_for};
 
 /// The future a [`Resolve`] implementation returns: one answer to one query.
 pub type Answer = Pin<Box<dyn Future<Output = DnsAnswer> + Send + 'static>>;
@@ -54,9 +57,17 @@ pub trait Resolve: Send + Sync + 'static {
 
 /// [`Resolve`] on hickory-resolver: separate AAAA, A and HTTPS lookups that each complete on
 /// their own answer.
+///
+/// When hickory's cache is on (`cache_size > 0`, its default), the adapter keeps the answers
+/// it got as well, until their TTL ends (negative ones for their SOA's negative TTL, within
+/// the resolver's bounds; errors never), and answers a repeated query from them without a
+/// lookup: a lookup that hickory answers from its own cache still costs more than a loopback
+/// connect. [`Self::clear_cache`] clears both.
 #[derive(Clone)]
 pub struct HickoryResolver {
     inner: TokioResolver,
+    /// The answers kept (`None` when hickory's cache is off).
+    kept: Option<Arc<AnswerCache>>,
 }
 
 /// Why a resolver could not be built. hickory's own error is its
@@ -91,7 +102,7 @@ impl HickoryResolver {
     pub fn from_system_conf() -> Result<Self, ResolverError> {
         let builder = TokioResolver::builder_tokio().map_err(ResolverError::new)?;
         let inner = builder.build().map_err(ResolverError::new)?;
-        Ok(Self { inner })
+        Ok(Self::from_resolver(inner))
     }
 
     /// A resolver that asks one name server, over UDP with TCP fallback, with hickory's
@@ -115,17 +126,34 @@ impl HickoryResolver {
             .with_options(opts)
             .build()
             .map_err(ResolverError::new)?;
-        Ok(Self { inner })
+        Ok(Self::from_resolver(inner))
     }
 
-    /// Wraps a hickory resolver built elsewhere.
+    /// Wraps a hickory resolver built elsewhere. Answers are kept (see the type's docs) when
+    /// its options have a cache (`cache_size > 0`), for at most that many names.
     pub fn from_resolver(inner: TokioResolver) -> Self {
-        Self { inner }
+        let size = inner.options().cache_size;
+        let kept = (size > 0).then(|| {
+            Arc::new(AnswerCache::new(
+                usize::try_from(size).unwrap_or(usize::MAX),
+            ))
+        });
+        Self { inner, kept }
     }
 
-    /// The hickory resolver inside (to clear its cache, for example).
+    /// The hickory resolver inside. Its `clear_cache` does not reach the answers this adapter
+    /// keeps: use [`Self::clear_cache`].
     pub fn resolver(&self) -> &TokioResolver {
         &self.inner
+    }
+
+    /// Forgets every answer: hickory's cache and the answers kept here. The next query of
+    /// every name reaches the name server.
+    pub fn clear_cache(&self) {
+        self.inner.clear_cache();
+        if let Some(kept) = &self.kept {
+            kept.clear();
+        }
     }
 }
 
@@ -137,7 +165,13 @@ impl fmt::Debug for HickoryResolver {
 
 impl Resolve for HickoryResolver {
     fn query(&self, name: &str, kind: QueryKind) -> Answer {
+        if let Some(kept) = &self.kept
+            && let Some(answer) = kept.get(name, kind, std::time::Instant::now())
+        {
+            return Box::pin(std::future::ready(answer));
+        }
         let resolver = self.inner.clone();
+        let kept = self.kept.clone();
         let name = name.to_owned();
         Box::pin(async move {
             let rtype = match kind {
@@ -145,10 +179,34 @@ impl Resolve for HickoryResolver {
                 QueryKind::A => RecordType::A,
                 QueryKind::Https => RecordType::HTTPS,
             };
-            match resolver.lookup(name.as_str(), rtype).await {
-                Ok(lookup) => answer_from_records(kind, lookup.answers().iter().map(|r| &r.data)),
-                Err(e) => answer_from_error(kind, &e),
+            let (answer, until) = match resolver.lookup(name.as_str(), rtype).await {
+                Ok(lookup) => (
+                    answer_from_records(kind, lookup.answers().iter().map(|r| &r.data)),
+                    Some(lookup.valid_until()),
+                ),
+                Err(e) => {
+                    // RFC 2308 §5: a negative answer is kept for its SOA's negative TTL.
+                    let until = match &e {
+                        NetError::Dns(HickoryDnsError::NoRecordsFound(nr)) => {
+                            nr.negative_ttl.map(|ttl| {
+                                let opts = resolver.options();
+                                std::time::Instant::now()
+                                    + negative_for(
+                                        ttl,
+                                        opts.negative_min_ttl,
+                                        opts.negative_max_ttl,
+                                    )
+                            })
+                        }
+                        _ => None,
+                    };
+                    (answer_from_error(kind, &e), until)
+                }
+            };
+            if let (Some(kept), Some(until)) = (kept, until) {
+                kept.put(&name, kind, answer.clone(), until);
             }
+            answer
         })
     }
 }

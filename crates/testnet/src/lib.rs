@@ -71,6 +71,7 @@ use std::time::Instant;
 
 mod dns;
 pub mod http;
+mod loopback_dns;
 mod netns;
 mod packet;
 pub mod proxy;
@@ -84,6 +85,7 @@ mod tun;
 pub mod wire;
 
 pub use dns::{DnsCounts, DnsZone, HttpsSpec, Rcode, synthesize};
+pub use loopback_dns::LoopbackDns;
 pub use servers::ServerKind;
 pub use sockets::{SocketEntry, SocketProto};
 pub use tls::{TlsMaterial, ech_config_list};
