@@ -18,6 +18,15 @@
 //!   closed as soon as their last exchange ends.
 //! - **When should cleanup run next?** [`Cleanup::next_run`].
 //!
+//! Around the pool, two more pieces of bookkeeping serve the races that open connections:
+//!
+//! - [`Flights`]: one connect for concurrent calls to a new host (single flight), and
+//!   [`ProtocolMemory`], which origins spoke HTTP/2 and with what stream limit.
+//! - [`RaceBoard`]: the races watching the pool while they connect. It decides which race is
+//!   offered which connection ([`OfferTo`]: the same key, or an HTTP/2 connection it may be
+//!   coalesced onto, RFC 9113 §9.1.1), and which waiting races are released to connect
+//!   ([`ReleaseTo`]) when their flight lands or the connection they waited on ends.
+//!
 //! The pool is sans-IO: it never reads a clock, sleeps or touches a socket. Every operation that
 //! depends on time takes `now` as a [`fastfallback_proto::Instant`], and connections the pool
 //! gives up are handed back to the caller, who closes them.
@@ -28,13 +37,21 @@
 //!     acquire(key, now)               ─────▶  Some(PooledId) | None
 //!     release(id, now)                ─────▶  Release::{Ignored, Released, Close(conn)}
 //!     cleanup(now)                    ─────▶  Cleanup { closed: [conn..], next_run }
+//!
+//!   driver                                   RaceBoard<T> (with &mut ConnectionPool<C>)
+//!     watch(key, single_flight, payload) ─▶  Watching { race, join }
+//!     offer_capacity(pool, id)           ─▶  [OfferTo { race, id, payload }..]
+//!     resolved(pool, race, addresses)    ─▶  [Coalesce { race, id, host }..] → offer(..)
+//!     land(pool, key, race, landing)     ─▶  [ReleaseTo { race, lead }..]
 //! ```
 
 #![forbid(unsafe_code)]
 
+mod board;
 mod flight;
 mod pool;
 
+pub use board::{Coalesce, Landing, OfferTo, RaceBoard, RaceId, ReleaseTo, Watching};
 pub use flight::{Flights, Join, ProtocolMemory};
 pub use pool::{
     Acquired, Cleanup, ConnectionPool, PROVISIONAL_MAX_STREAMS, PoolConfig, PoolKey, Release,

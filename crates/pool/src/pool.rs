@@ -245,6 +245,20 @@ impl<C> Entry<C> {
     fn is_idle(&self) -> bool {
         self.allocations == 0
     }
+
+    /// Whether this connection may carry an exchange for `key`, whose host resolved to
+    /// `resolved`, by coalescing (all but the certificate check).
+    fn may_coalesce(&self, key: &PoolKey, resolved: &[IpAddr]) -> bool {
+        self.protocol.is_multiplexed()
+            && !self.no_new_exchanges
+            && self.allocations < self.limit
+            && self.key.host != key.host
+            && self.key.may_coalesce_with(key)
+            && self
+                .peer
+                .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
+            && !self.not_for.contains(&key.host)
+    }
 }
 
 /// Bookkeeping for reusable connections: which ones serve which [`PoolKey`], how many exchanges
@@ -413,20 +427,18 @@ impl<C> ConnectionPool<C> {
         let mut ids: Vec<u64> = self
             .entries
             .iter()
-            .filter_map(move |(&id, e)| {
-                let usable = e.protocol.is_multiplexed()
-                    && !e.no_new_exchanges
-                    && e.allocations < e.limit
-                    && e.key.host != key.host
-                    && e.key.may_coalesce_with(key)
-                    && e.peer
-                        .is_some_and(|p| p.port() == key.port && resolved.contains(&p.ip()))
-                    && !e.not_for.contains(&key.host);
-                usable.then_some(id)
-            })
+            .filter_map(move |(&id, e)| e.may_coalesce(key, resolved).then_some(id))
             .collect();
         ids.sort_unstable();
         ids.into_iter().map(PooledId)
+    }
+
+    /// Whether connection `id` is one of [`Self::coalescing_candidates`] for `key` and
+    /// `resolved`, in one lookup.
+    pub fn may_coalesce(&self, id: PooledId, key: &PoolKey, resolved: &[IpAddr]) -> bool {
+        self.entries
+            .get(&id.0)
+            .is_some_and(|e| e.may_coalesce(key, resolved))
     }
 
     /// Counts one exchange against connection `id`, if it accepts one now (not marked, below
