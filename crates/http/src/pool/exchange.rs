@@ -17,7 +17,7 @@ mod retry;
 mod upload;
 
 use super::conn::{BoxError, Conn, H1Sender};
-use super::{ExchangeError, Origin};
+use super::origin::{ExchangeError, Origin};
 use fastfallback_net::RaceReport;
 use fastfallback_net::link::Story;
 use fastfallback_net::{CallEvent, ConnectionEvent, EventListener, Source};
