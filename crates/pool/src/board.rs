@@ -108,7 +108,7 @@ pub struct Coalesce {
 }
 
 /// One race on the board.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Race<T> {
     key: PoolKey,
     /// It waits for another call's connect (or for a free stream) and starts connecting only
@@ -172,7 +172,7 @@ struct Race<T> {
 /// assert_eq!(board.land(&pool, &key, lead.race, Landing::Connected), Vec::<ReleaseTo>::new());
 /// assert!(board.is_empty() && board.flights() == 0);
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RaceBoard<T> {
     /// The races watching, by id: registration order.
     races: BTreeMap<RaceId, Race<T>>,

@@ -40,13 +40,13 @@ pub enum Join {
 /// assert_eq!(flights.land(&key), ["third"]);
 /// assert_eq!(flights.join(&key, || "later"), Join::Lead);
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Flights<W> {
     flights: HashMap<PoolKey, Flight<W>, FxBuildHasher>,
 }
 
 /// One connect in flight.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Flight<W> {
     leader: W,
     followers: Vec<W>,
@@ -145,7 +145,7 @@ impl<W> Flights<W> {
 /// connection to it opens no more streams than the server allows before its SETTINGS frame
 /// arrives (RFC 9113 §5.1.2: streams past the limit are refused). Bounded: when full, the
 /// oldest half is forgotten.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ProtocolMemory {
     spoke: HashMap<PoolKey, Spoke, FxBuildHasher>,
     capacity: usize,
