@@ -7,6 +7,9 @@
 //! race, which ends on it in the same turn (`handle_pooled`) and cancels its attempts. Nothing
 //! polls: the offer is an event.
 //!
+//! The decisions (which race is offered which connection, which waiting race is released)
+//! are the board's, sans-IO; this module and its files carry them out.
+//!
 //! # Single flight
 //!
 //! While an origin's protocol is unknown (nothing pooled, nothing remembered) or known to be
@@ -18,8 +21,9 @@
 //!
 //! # Locking rules
 //!
-//! - All pool state ([`fastfallback_pool::ConnectionPool`], the flights, the protocol memory and
-//!   the races watching for connections) sits under one `std::sync::Mutex`, held only for
+//! - All pool state ([`fastfallback_pool::ConnectionPool`], the protocol memory and the
+//!   [`fastfallback_pool::RaceBoard`] of races watching for connections, with their single
+//!   flights) sits under one `std::sync::Mutex`, held only for
 //!   bookkeeping: never across an `.await`, never while verifying a certificate, never while
 //!   dropping a connection (connections, channels and leases taken out under the lock are
 //!   dropped after it is released, see `Locked`).

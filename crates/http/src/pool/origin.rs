@@ -39,7 +39,7 @@ impl Origin {
     }
 
     /// The pool key: connections are shared only between origins with equal keys (and, for
-    /// HTTP/2 coalescing, under the conditions of [`Pool`]).
+    /// HTTP/2 coalescing, under the conditions of [`Pool`](super::Pool)).
     pub fn key(&self) -> &PoolKey {
         &self.inner.key
     }
@@ -166,7 +166,7 @@ pub struct PoolOptions {
     pub single_flight: bool,
     /// How many origins' protocols are remembered (default 1024).
     pub protocol_memory: usize,
-    /// [`Pool::keep_warm`]: the wait after a failed connect, doubled after each further
+    /// [`Pool::keep_warm`](super::Pool::keep_warm): the wait after a failed connect, doubled after each further
     /// failure up to [`Self::warm_backoff_max`], with ±20 % jitter (default 1 s).
     pub warm_backoff: Duration,
     /// The longest wait between warm-up attempts (default 60 s).
