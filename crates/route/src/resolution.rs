@@ -97,21 +97,27 @@ impl Connectivity {
     /// DNS64-synthesized ones de-synthesized (HEv3 §8.2), HTTPS hints included. The driver
     /// finds a source for each ([`crate::SourceOf`]) and hands them in with the answer.
     pub fn destinations(&self, answer: &DnsAnswer) -> Vec<IpAddr> {
+        let mut out = Vec::new();
+        self.for_each_destination(answer, |ip| out.push(ip));
+        out
+    }
+
+    /// [`Self::destinations`], one at a time, without building a list.
+    pub fn for_each_destination(&self, answer: &DnsAnswer, mut f: impl FnMut(IpAddr)) {
         let logical = |ip: IpAddr| match (normalize_ip(ip), self.nat64) {
             (IpAddr::V6(v6), Some(p)) => p.extract(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
             (ip, _) => ip,
         };
         match answer {
-            DnsAnswer::Addresses(list) => list.iter().map(|ip| logical(*ip)).collect(),
-            DnsAnswer::Https(records) => records
-                .iter()
-                .flat_map(|r| {
+            DnsAnswer::Addresses(list) => list.iter().for_each(|ip| f(logical(*ip))),
+            DnsAnswer::Https(records) => {
+                for r in records {
                     let v6 = r.ipv6hint.iter().map(|v| IpAddr::V6(*v));
                     v6.chain(r.ipv4hint.iter().map(|v| IpAddr::V4(*v)))
-                })
-                .map(logical)
-                .collect(),
-            DnsAnswer::Error(_) => Vec::new(),
+                        .for_each(|ip| f(logical(ip)));
+                }
+            }
+            DnsAnswer::Error(_) => {}
         }
     }
 

@@ -6,13 +6,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use fastfallback_plan::{ConnectPlan, FastFallbackExchangeFinder};
-use fastfallback_proto::{Alpn, AttemptId, Instant, PooledId, Query, RaceError};
+use fastfallback_proto::{Alpn, AttemptId, Instant, PooledId, RaceError};
 use fastfallback_route::Lesson;
 
 use crate::events::{CallEvent, ConnectionEvent};
 use crate::link::{Lease, RaceLink, SpareEnd};
 use crate::report::QueryLog;
-use crate::{Answer, NetworkState, Stream, Transport};
+use crate::{NetworkState, Stream, Transport};
 
 use super::clock::*;
 use super::shared::*;
@@ -25,8 +25,8 @@ pub(super) struct Race {
     /// `drop` if the caller gave up.
     pub(super) state: RaceState,
     pub(super) network: NetworkState,
+    /// The race's queries as sent and answered; those in flight hold their answer's future.
     pub(super) log: Vec<QueryLog>,
-    pub(super) queries: Vec<(Query, Answer)>,
     /// Attempts in flight; the first is kept inline (most races never run two at once).
     pub(super) running: smallvec::SmallVec<[Running; 1]>,
     /// The attempt that finished, waiting for the race to declare it the winner. The race does

@@ -162,7 +162,6 @@ impl Race {
                 state,
                 network,
                 log: Vec::new(),
-                queries: Vec::new(),
                 running: smallvec::SmallVec::new(),
                 finished: None,
                 pool: link.map(|link| {

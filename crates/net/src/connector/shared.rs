@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder};
-use fastfallback_proto::QueryKind;
+use fastfallback_proto::{DnsAnswer, QueryKind};
 use fastfallback_route::{
-    Lesson, Nat64Prefix, NetworkId, Proxy, RouteDatabase, SourceOf, SourceSelector,
+    Connectivity, Lesson, Nat64Prefix, NetworkId, Proxy, RouteDatabase, SourceOf, SourceSelector,
 };
 use rustls::ClientConfig;
 use rustls::client::danger::ServerCertVerifier;
@@ -77,17 +77,21 @@ pub(super) enum Sources {
 }
 
 impl Sources {
-    pub(super) fn find(&self, dsts: Vec<std::net::IpAddr>) -> Vec<SourceOf> {
+    /// The source for each destination of `answer` as the race will see it
+    /// ([`Connectivity::destinations`]), in one list.
+    pub(super) fn find(&self, connectivity: &Connectivity, answer: &DnsAnswer) -> Vec<SourceOf> {
         let selector: &dyn SourceSelector = match self {
             Self::Kernel(k) => k,
             Self::Custom(c) => c.as_ref(),
         };
-        dsts.into_iter()
-            .map(|dst| SourceOf {
+        let mut found = Vec::new();
+        connectivity.for_each_destination(answer, |dst| {
+            found.push(SourceOf {
                 dst,
                 source: selector.source_for(dst),
-            })
-            .collect()
+            });
+        });
+        found
     }
 }
 

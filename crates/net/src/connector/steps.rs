@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use fastfallback_plan::ConnectPlan;
-use fastfallback_proto::{Alpn, AttemptError, AttemptId, DnsAnswer, Phase, Query};
+use fastfallback_proto::{Alpn, AttemptError, AttemptId, DnsAnswer, Phase};
 use fastfallback_route::{Address, Host, Proxy};
 use rustls::ClientConfig;
 
@@ -184,7 +184,8 @@ pub(super) struct Running {
 }
 
 pub(super) enum Wake {
-    Dns(Query, DnsAnswer),
+    /// The answer to query `i` of the race's log.
+    Dns(usize, DnsAnswer),
     Tcp(usize, Result<Transport, AttemptError>),
     Tunnel(usize, Result<Transport, AttemptError>),
     Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),

@@ -44,10 +44,8 @@ impl Race {
                     && let Some(f) = self.built()
                 {
                     // Sized once for the first queries (most races send two or three and
-                    // nothing more): a race in flight keeps these lists.
-                    let n = f.initial_queries();
-                    self.log.reserve_exact(n);
-                    self.queries.reserve_exact(n);
+                    // nothing more): a race in flight keeps this list.
+                    self.log.reserve_exact(f.initial_queries());
                 }
                 // The origin's name is read from the race: a race keeps no copy of it.
                 let origin = match self.built().map(|f| f.address().connect_host().0) {
@@ -63,13 +61,17 @@ impl Race {
                     });
                 }
                 self.log.push(QueryLog {
-                    query: query.clone(),
+                    query,
                     sent: t,
                     answered: None,
+                    pending: Some(std::sync::Mutex::new(answer)),
                 });
-                self.queries.push((query, answer));
             }
-            Output::CancelQuery(query) => self.queries.retain(|(q, _)| *q != query),
+            Output::CancelQuery(query) => {
+                for q in self.log.iter_mut().filter(|q| q.query == query) {
+                    q.pending = None;
+                }
+            }
             Output::StartAttempt { id, plan } => self.start_attempt(id, &plan),
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
@@ -160,8 +162,10 @@ impl Race {
             RaceState::Built(mut finder) => {
                 let keep = self.pool.as_mut().map(|p| &mut p.lessons);
                 self.inner.learn(self.network.id, &mut finder, keep);
-                if won && let Some(until) = finder.dns_tail_deadline() {
-                    self.start_dns_tail(until);
+                match finder.dns_tail_deadline() {
+                    Some(until) if won => self.start_dns_tail(until),
+                    // A story holds no query in flight: the rest are abandoned now.
+                    _ => self.log.iter_mut().for_each(|q| q.pending = None),
                 }
                 Story {
                     race: finder,
@@ -212,14 +216,16 @@ impl Race {
     /// Keeps the queries still in flight until the end of the DNS tail the race chose
     /// (HEv3 §6), so their answers reach the resolver's cache for the next race.
     pub(super) fn start_dns_tail(&mut self, until: Instant) {
-        if self.queries.is_empty() || tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
+        let runtime = tokio::runtime::Handle::try_current().is_ok();
         let until = tokio_instant(until);
-        for (_, answer) in self.queries.drain(..) {
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout_at(until, answer).await;
-            });
+        let pending = self.log.iter_mut().filter_map(|q| q.pending.take());
+        for answer in pending.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())) {
+            // Outside a runtime the answer is abandoned (taken, and dropped here).
+            if runtime {
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout_at(until, answer).await;
+                });
+            }
         }
     }
 
@@ -230,10 +236,16 @@ impl Race {
         {
             return Poll::Ready(Wake::Offer(offer));
         }
-        for i in 0..self.queries.len() {
-            if let Poll::Ready(answer) = self.queries[i].1.as_mut().poll(cx) {
-                let (query, _) = self.queries.remove(i);
-                return Poll::Ready(Wake::Dns(query, answer));
+        for (i, q) in self.log.iter_mut().enumerate() {
+            if let Some(pending) = &mut q.pending
+                && let Poll::Ready(answer) = pending
+                    .get_mut()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_mut()
+                    .poll(cx)
+            {
+                q.pending = None;
+                return Poll::Ready(Wake::Dns(i, answer));
             }
         }
         let options = &self.inner.socket;
@@ -284,32 +296,30 @@ impl Race {
                 }
             }
             Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t.at()),
-            Wake::Dns(query, answer) => {
-                let dsts = self.network.connectivity.destinations(&answer);
+            Wake::Dns(i, answer) => {
+                let Some(query) = self.log.get(i).map(|q| q.query.clone()) else {
+                    return;
+                };
+                let sources = self.inner.sources.find(&self.network.connectivity, &answer);
                 // Only the origin's own A and AAAA answers count for coalescing, not HTTPS
                 // hints or a service target's addresses (§3.7).
                 if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
                     && query.is_origin()
                     && matches!(answer, DnsAnswer::Addresses(_))
-                    && !dsts.is_empty()
+                    && !sources.is_empty()
                 {
+                    let dsts: Vec<_> = sources.iter().map(|s| s.dst).collect();
                     watch.resolved(&dsts);
                 }
-                let sources = self.inner.sources.find(dsts);
-                self.finder()
-                    .handle_dns(query.clone(), &answer, sources, t.at());
                 if let Some(l) = self.listeners() {
                     l.call(|| CallEvent::DnsEnd {
                         query: query.clone(),
                         answer: answer.clone(),
                     });
                 }
+                self.finder().handle_dns(query, &answer, sources, t.at());
                 // The report keeps the answer itself; the race took what it needed.
-                if let Some(q) = self
-                    .log
-                    .iter_mut()
-                    .find(|q| q.query == query && q.answered.is_none())
-                {
+                if let Some(q) = self.log.get_mut(i) {
                     q.answered = Some((t.at(), answer));
                 }
             }

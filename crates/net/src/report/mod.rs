@@ -424,12 +424,28 @@ pub struct Story {
     pub(crate) end: Instant,
 }
 
-/// One DNS query as sent and answered.
-#[derive(Debug)]
+/// One DNS query as sent and answered, and while it is in flight, the answer it waits for:
+/// the race keeps one list of its queries.
 pub(crate) struct QueryLog {
     pub(crate) query: Query,
     pub(crate) sent: Instant,
     pub(crate) answered: Option<(Instant, DnsAnswer)>,
+    /// The answer in flight: `None` once it came, was cancelled, or went on to the DNS tail
+    /// when the race ended (a story never holds one). In a `Mutex` only so that the race
+    /// and its story stay `Sync` (a resolver's future need not be): it is reached through
+    /// `get_mut`, never locked.
+    pub(crate) pending: Option<std::sync::Mutex<crate::Answer>>,
+}
+
+impl fmt::Debug for QueryLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueryLog")
+            .field("query", &self.query)
+            .field("sent", &self.sent)
+            .field("answered", &self.answered)
+            .field("pending", &self.pending.is_some())
+            .finish()
+    }
 }
 
 impl Story {
