@@ -18,6 +18,9 @@
 //!   responses are read; median of the rounds.
 //! - `blackhole`: the same on the dual-stack test network with IPv6 blackholed and a 10 ms
 //!   RTT to IPv4 (needs root; skipped with a message otherwise).
+//! - `warm`: the request path on a warm pool against hyper-util's legacy `Client`
+//!   (hyper-rustls) and reqwest: loopback TLS, HTTP/2 and HTTP/1.1, 1, 64 and 256 requests in
+//!   flight; requests per second, p50 and p99 ([`warm`]).
 //!
 //! Results go to `target/fastfallback-bench/pool.json` and stdout.
 
@@ -41,6 +44,9 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+#[path = "pool/warm.rs"]
+mod warm;
+
 const CALLS: usize = 100;
 
 #[derive(Serialize)]
@@ -50,9 +56,13 @@ struct Row {
     /// ns per op (checkout, lease) or ms until all responses (concurrent, blackhole).
     value: f64,
     unit: &'static str,
-    /// Connections the server accepted per round (concurrent, blackhole).
+    /// Connections the server accepted per round (concurrent, blackhole), or while measured
+    /// (warm).
     connections: Option<f64>,
     rounds: usize,
+    /// What the row measured beyond its value (warm: protocol, concurrency, latencies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
 }
 
 fn main() {
@@ -84,6 +94,9 @@ fn main() {
     if wanted("blackhole") {
         rows.extend(concurrent_blackhole(if full { 5 } else { 1 }));
     }
+    if wanted("warm") {
+        rows.extend(warm::rows(&rt, &tls, full));
+    }
     print(&rows);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
     let _ = std::fs::create_dir_all(&dir);
@@ -103,8 +116,13 @@ fn print(rows: &[Row]) {
             .connections
             .map_or_else(String::new, |c| format!("{c:.0}"));
         println!(
-            "{:<12} {:<34} {:>12.1} {:>8} {:>12}",
-            r.section, r.contender, r.value, r.unit, conns
+            "{:<12} {:<34} {:>12.1} {:>8} {:>12} {}",
+            r.section,
+            r.contender,
+            r.value,
+            r.unit,
+            conns,
+            r.detail.as_deref().unwrap_or("")
         );
     }
 }
@@ -252,6 +270,7 @@ fn checkout(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, h2: bool, batches: 
             unit: "ns/op",
             connections: None,
             rounds: timed,
+            detail: None,
         },
         Row {
             section,
@@ -264,6 +283,7 @@ fn checkout(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, h2: bool, batches: 
             unit: "ns/op",
             connections: None,
             rounds: batches,
+            detail: None,
         },
         Row {
             section,
@@ -276,6 +296,7 @@ fn checkout(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, h2: bool, batches: 
             unit: "ns/op",
             connections: None,
             rounds: batches * 2,
+            detail: None,
         },
     ]
     .into_iter()
@@ -342,6 +363,7 @@ fn concurrent_rows(
         unit: "ms",
         connections: Some(median(conns)),
         rounds,
+        detail: None,
     };
     vec![
         row("fastfallback Pool", ours),
