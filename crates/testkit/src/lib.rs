@@ -2,10 +2,11 @@
 //!
 //! Scaffolding that the integration tests of `fastfallback-net` and `fastfallback-http` share,
 //! so that each helper exists once: [`wire`] for tests on a real test network, [`loopback`]
-//! for servers on 127.0.0.1, [`Millis`] for
-//! reading report durations.
+//! for servers on 127.0.0.1, [`resolver`] for a fake resolver
+//! with canned answers, [`Millis`] for reading report durations.
 
 pub mod loopback;
+pub mod resolver;
 pub mod wire;
 
 use std::time::Duration;
