@@ -2,7 +2,7 @@
 //!
 //! Scaffolding that the integration tests of `fastfallback-net` and `fastfallback-http` share,
 //! so that each helper exists once: [`wire`] for tests on a real test network, [`loopback`]
-//! for servers on 127.0.0.1, [`resolver`] for a fake resolver
+//! for servers, listeners and closed ports on 127.0.0.1, [`resolver`] for a fake resolver
 //! with canned answers, [`Millis`] for reading report durations.
 
 pub mod loopback;
