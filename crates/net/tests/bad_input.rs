@@ -2,56 +2,24 @@
 //! bad input gets the exact, clear error a user sees, and nothing is sent or left open.
 //! (Loopback only; no root needed.)
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fastfallback_net::{Answer, ConnectError, Connector, FallbackPolicy, Resolve};
+use fastfallback_net::{ConnectError, Connector, FallbackPolicy};
 use fastfallback_proto::{AttemptErrorKind, DnsAnswer, DnsError, Phase, QueryKind, RaceErrorKind};
+use fastfallback_testkit::loopback::{LOCALHOST, bind, closed_port, https_server, serve_each};
+use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, serve};
-use tokio::net::TcpListener;
 
-/// A resolver with canned answers per (name, kind), counting the queries it is asked; a
-/// name it does not know gets NXDOMAIN.
-#[derive(Clone, Default)]
-struct Canned {
-    answers: Arc<HashMap<(String, QueryKind), DnsAnswer>>,
-    asked: Arc<Mutex<usize>>,
+/// A resolver with `host` at 127.0.0.1 only: no AAAA and no HTTPS record.
+fn localhost_only(host: &str) -> FakeDns {
+    FakeDns::new()
+        .addresses(host, QueryKind::A, [LOCALHOST])
+        .addresses(host, QueryKind::Aaaa, [])
+        .answer(host, QueryKind::Https, DnsAnswer::Https(Vec::new()))
 }
 
-impl Canned {
-    fn new(answers: &[(&str, QueryKind, DnsAnswer)]) -> Self {
-        Self {
-            answers: Arc::new(
-                answers
-                    .iter()
-                    .map(|(n, k, a)| ((n.to_string(), *k), a.clone()))
-                    .collect(),
-            ),
-            asked: Arc::default(),
-        }
-    }
-
-    fn asked(&self) -> usize {
-        *self.asked.lock().unwrap()
-    }
-}
-
-impl Resolve for Canned {
-    fn query(&self, name: &str, kind: QueryKind) -> Answer {
-        *self.asked.lock().unwrap() += 1;
-        let answer = self
-            .answers
-            .get(&(name.to_owned(), kind))
-            .cloned()
-            .unwrap_or(DnsAnswer::Error(DnsError::NxDomain));
-        Box::pin(async move { answer })
-    }
-}
-
-fn connector(resolver: &Canned) -> Connector {
+fn connector(resolver: &FakeDns) -> Connector {
     Connector::builder()
         .resolver(resolver.clone())
         .policy(
@@ -66,7 +34,7 @@ fn connector(resolver: &Canned) -> Connector {
 
 /// The error of connecting to `origin` with no DNS at all, and the number of queries sent.
 async fn rejected(origin: &str) -> (String, usize) {
-    let dns = Canned::default();
+    let dns = FakeDns::new();
     let Err(err) = connector(&dns).connect(origin).await else {
         panic!("{origin:?} must be rejected");
     };
@@ -144,7 +112,7 @@ async fn bad_ports_and_uris_are_rejected_before_any_query() {
 }
 
 async fn race_error(dns: &[(&str, QueryKind, DnsAnswer)], origin: &str) -> (RaceErrorKind, String) {
-    let dns = Canned::new(dns);
+    let dns: FakeDns = dns.iter().cloned().collect();
     match connector(&dns).connect(origin).await {
         Err(ConnectError::Race(f)) => (f.error.kind, f.error.to_string()),
         other => panic!(
@@ -222,28 +190,16 @@ async fn unusable_addresses_are_skipped_each_with_a_reason() {
     }
 }
 
-/// A listener on 127.0.0.1 that accepts, and its port.
-async fn accepting() -> (TcpListener, u16) {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    (l, port)
-}
-
 #[tokio::test]
 async fn an_ipv4_mapped_aaaa_answer_is_used_as_ipv4() {
-    let (_listener, port) = accepting().await;
-    let dns = Canned::new(&[
-        (
+    let (_listener, port) = bind().await;
+    let dns = FakeDns::new()
+        .addresses(
             "mapped.test",
             QueryKind::Aaaa,
-            DnsAnswer::Addresses(vec!["::ffff:127.0.0.1".parse().unwrap()]),
-        ),
-        (
-            "mapped.test",
-            QueryKind::A,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-    ]);
+            ["::ffff:127.0.0.1".parse().unwrap()],
+        )
+        .addresses("mapped.test", QueryKind::A, []);
     let conn = connector(&dns)
         .connect(&format!("tcp://mapped.test:{port}"))
         .await
@@ -253,19 +209,14 @@ async fn an_ipv4_mapped_aaaa_answer_is_used_as_ipv4() {
 
 #[tokio::test]
 async fn an_oversized_answer_is_capped_and_says_so() {
-    let (_listener, port) = accepting().await;
+    let (_listener, port) = bind().await;
     // 40 addresses; the cap is 32 per answer. The first is the one that listens.
     let many: Vec<IpAddr> = (1..=40)
         .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
         .collect();
-    let dns = Canned::new(&[
-        (
-            "many.test",
-            QueryKind::Aaaa,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-        ("many.test", QueryKind::A, DnsAnswer::Addresses(many)),
-    ]);
+    let dns = FakeDns::new()
+        .addresses("many.test", QueryKind::Aaaa, [])
+        .addresses("many.test", QueryKind::A, many);
     let conn = connector(&dns)
         .connect(&format!("tcp://many.test:{port}"))
         .await
@@ -278,11 +229,7 @@ async fn an_oversized_answer_is_capped_and_says_so() {
     );
     // Where nothing listens, every admitted address is tried and refused, and the 8 past
     // the cap are named in the error, with the reason.
-    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = closed_port();
     let many: Vec<IpAddr> = (1..=40)
         .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
         .collect();
@@ -342,17 +289,8 @@ fn bad_policy_values_are_rejected_by_the_builder() {
 
 /// A TLS server on 127.0.0.1 with a leaf from `tls`, offering `alpn`.
 async fn tls_server(tls: &TlsMaterial, alpn: &[&[u8]]) -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let alpn: Vec<Vec<u8>> = alpn.iter().map(|a| a.to_vec()).collect();
-    serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.with_alpn(&alpn)),
-            ..HttpOptions::default()
-        },
-    );
-    port
+    https_server(tls.with_alpn(&alpn)).await.0
 }
 
 /// Which roots the client trusts.
@@ -379,15 +317,7 @@ async fn tls_error(tls: &TlsMaterial, trust: Trust, host: &str, alpn: &[&[u8]]) 
             .unwrap(),
         Trust::Webpki => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
     }
-    let dns = Canned::new(&[
-        (
-            host,
-            QueryKind::A,
-            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
-        ),
-        (host, QueryKind::Aaaa, DnsAnswer::Addresses(Vec::new())),
-        (host, QueryKind::Https, DnsAnswer::Https(Vec::new())),
-    ]);
+    let dns = localhost_only(host);
     let connector = Connector::builder()
         .resolver(dns)
         .root_certificates(roots)
@@ -461,17 +391,12 @@ async fn tls_failures_name_the_attempt_the_route_and_what_went_wrong() {
 /// and closes. Its port.
 async fn raw_tls_server(reply: &'static [u8]) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut hello = [0u8; 2048];
-                let _ = s.read(&mut hello).await;
-                let _ = s.write_all(reply).await;
-                let _ = s.shutdown().await;
-            });
-        }
+    let (listener, port) = bind().await;
+    serve_each(listener, move |mut s| async move {
+        let mut hello = [0u8; 2048];
+        let _ = s.read(&mut hello).await;
+        let _ = s.write_all(reply).await;
+        let _ = s.shutdown().await;
     });
     port
 }
@@ -480,19 +405,7 @@ async fn raw_tls_server(reply: &'static [u8]) -> u16 {
 /// error kind and detail.
 async fn handshake_error(reply: &'static [u8]) -> (AttemptErrorKind, String) {
     let port = raw_tls_server(reply).await;
-    let dns = Canned::new(&[
-        (
-            "raw.test",
-            QueryKind::A,
-            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
-        ),
-        (
-            "raw.test",
-            QueryKind::Aaaa,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-        ("raw.test", QueryKind::Https, DnsAnswer::Https(Vec::new())),
-    ]);
+    let dns = localhost_only("raw.test");
     let Err(ConnectError::Race(f)) = connector(&dns)
         .connect(&format!("https://raw.test:{port}"))
         .await
@@ -549,30 +462,10 @@ async fn a_server_requiring_a_client_certificate_fails_the_last_handshake_step_w
     // The other steps are above: alerts in answer to the ClientHello, the server's
     // certificate refused by us, no common ALPN; this one comes after our Finished.
     let tls = TlsMaterial::new(&["good.test".to_owned()], &[]).unwrap();
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.requiring_client_certificates(&[b"h2".to_vec()])),
-            ..HttpOptions::default()
-        },
-    );
+    let (port, _) = https_server(tls.requiring_client_certificates(&[b"h2".to_vec()])).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
-    let dns = Canned::new(&[
-        (
-            "good.test",
-            QueryKind::A,
-            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
-        ),
-        (
-            "good.test",
-            QueryKind::Aaaa,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-        ("good.test", QueryKind::Https, DnsAnswer::Https(Vec::new())),
-    ]);
+    let dns = localhost_only("good.test");
     let connector = Connector::builder()
         .resolver(dns)
         .root_certificates(roots)
@@ -608,22 +501,13 @@ async fn a_huge_answer_keeps_the_error_and_the_report_small() {
     // 100 000 A records, all on loopback where nothing listens: 32 are tried and refused,
     // the rest skipped past the cap. Before, the error named every one (4.3 MB) and the report
     // listed every address.
-    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = closed_port();
     let many: Vec<IpAddr> = (0..100_000u32)
         .map(|i| IpAddr::V4(Ipv4Addr::from(0x7f00_0000 | (i + 1))))
         .collect();
-    let dns = Canned::new(&[
-        (
-            "huge.test",
-            QueryKind::Aaaa,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-        ("huge.test", QueryKind::A, DnsAnswer::Addresses(many)),
-    ]);
+    let dns = FakeDns::new()
+        .addresses("huge.test", QueryKind::Aaaa, [])
+        .addresses("huge.test", QueryKind::A, many);
     let Err(ConnectError::Race(failure)) = connector(&dns)
         .connect(&format!("tcp://huge.test:{closed}"))
         .await
@@ -675,11 +559,7 @@ async fn a_huge_answer_keeps_the_error_and_the_report_small() {
 
 #[tokio::test]
 async fn the_report_shows_what_the_network_chose_with_its_control_characters_escaped() {
-    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = closed_port();
     // An ALPN id that would set the window title and clear the screen.
     let evil = fastfallback_proto::Alpn::Other(b"h2\x1b]0;owned\x07\x1b[2J".to_vec());
     let https = fastfallback_proto::HttpsRecord {
@@ -688,19 +568,11 @@ async fn the_report_shows_what_the_network_chose_with_its_control_characters_esc
         alpn: vec![evil, fastfallback_proto::Alpn::H2],
         ..Default::default()
     };
-    let dns = Canned::new(&[
-        ("evil.test", QueryKind::Https, DnsAnswer::Https(vec![https])),
-        (
-            "evil.test",
-            QueryKind::Aaaa,
-            DnsAnswer::Addresses(Vec::new()),
-        ),
-        (
-            "evil.test",
-            QueryKind::A,
-            DnsAnswer::Addresses(vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]),
-        ),
-    ]);
+    let dns = localhost_only("evil.test").answer(
+        "evil.test",
+        QueryKind::Https,
+        DnsAnswer::Https(vec![https]),
+    );
     let Err(err) = connector(&dns)
         .connect(&format!("https://evil.test:{closed}"))
         .await

@@ -7,33 +7,20 @@
 //! and the retry with a server's retry configurations need an ECH server; the retry plan is
 //! unit-tested in `src/ech.rs`.)
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fastfallback_net::{Answer, Connector, FallbackPolicy, Resolve, Stream};
-use fastfallback_proto::{Alpn, DnsAnswer, DnsError, HttpsRecord, QueryKind};
+use fastfallback_net::{Connector, FallbackPolicy, Stream};
+use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
+use fastfallback_testkit::loopback::serve_each;
+use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testnet::{TlsMaterial, ech_config_list};
 use rustls::client::EchStatus;
 use tokio::net::TcpListener;
 
 const ORIGIN: &str = "ech.test";
 const PUBLIC: &str = "public.test";
-
-#[derive(Clone, Default)]
-struct Canned(Arc<HashMap<(String, QueryKind), DnsAnswer>>);
-
-impl Resolve for Canned {
-    fn query(&self, name: &str, kind: QueryKind) -> Answer {
-        let answer = self
-            .0
-            .get(&(name.to_owned(), kind))
-            .cloned()
-            .unwrap_or(DnsAnswer::Error(DnsError::NxDomain));
-        Box::pin(async move { answer })
-    }
-}
 
 /// A TLS server on `ip` for both names, recording the SNI of every ClientHello it reads.
 async fn server(tls: &TlsMaterial, ip: Ipv4Addr) -> (SocketAddr, Arc<Mutex<Vec<Option<String>>>>) {
@@ -42,24 +29,19 @@ async fn server(tls: &TlsMaterial, ip: Ipv4Addr) -> (SocketAddr, Arc<Mutex<Vec<O
     let config = tls.with_alpn(&[b"h2".to_vec()]);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (config, log) = (Arc::clone(&config), Arc::clone(&log));
-            tokio::spawn(async move {
-                let acceptor =
-                    tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
-                let Ok(start) = acceptor.await else { return };
-                let sni = start.client_hello().server_name().map(str::to_owned);
-                log.lock().unwrap().push(sni);
-                if let Ok(mut tls) = start.into_stream(config).await {
-                    use tokio::io::AsyncReadExt;
-                    let mut buf = [0u8; 64];
-                    while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
-                }
-            });
+    serve_each(listener, move |tcp| {
+        let (config, log) = (Arc::clone(&config), Arc::clone(&log));
+        async move {
+            let acceptor =
+                tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+            let Ok(start) = acceptor.await else { return };
+            let sni = start.client_hello().server_name().map(str::to_owned);
+            log.lock().unwrap().push(sni);
+            if let Ok(mut tls) = start.into_stream(config).await {
+                use tokio::io::AsyncReadExt;
+                let mut buf = [0u8; 64];
+                while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
+            }
         }
     });
     (addr, seen)
@@ -81,7 +63,7 @@ fn record(port: u16, hint: Ipv4Addr, ech: Option<Vec<u8>>) -> HttpsRecord {
     }
 }
 
-fn connector(tls: &TlsMaterial, dns: Canned, grease: bool) -> Connector {
+fn connector(tls: &TlsMaterial, dns: FakeDns, grease: bool) -> Connector {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     Connector::builder()
@@ -103,27 +85,17 @@ fn target_of(hint: Ipv4Addr) -> String {
     format!("svc{}.{ORIGIN}", hint.octets()[3])
 }
 
-fn dns(records: Vec<HttpsRecord>, a: &[Ipv4Addr]) -> Canned {
-    let mut m = HashMap::new();
+fn dns(records: Vec<HttpsRecord>, a: &[Ipv4Addr]) -> FakeDns {
+    let mut dns = FakeDns::new();
     for r in &records {
-        let own = r.ipv4hint.iter().map(|v| IpAddr::V4(*v)).collect();
-        m.insert((r.target.clone(), QueryKind::A), DnsAnswer::Addresses(own));
-        m.insert(
-            (r.target.clone(), QueryKind::Aaaa),
-            DnsAnswer::Addresses(vec![]),
-        );
+        let own = r.ipv4hint.iter().map(|v| IpAddr::V4(*v));
+        dns = dns
+            .addresses(&r.target, QueryKind::A, own)
+            .addresses(&r.target, QueryKind::Aaaa, []);
     }
-    m.insert(
-        (ORIGIN.to_owned(), QueryKind::Https),
-        DnsAnswer::Https(records),
-    );
-    let a = a.iter().map(|v| IpAddr::V4(*v)).collect();
-    m.insert((ORIGIN.to_owned(), QueryKind::A), DnsAnswer::Addresses(a));
-    m.insert(
-        (ORIGIN.to_owned(), QueryKind::Aaaa),
-        DnsAnswer::Addresses(vec![]),
-    );
-    Canned(Arc::new(m))
+    dns.answer(ORIGIN, QueryKind::Https, DnsAnswer::Https(records))
+        .addresses(ORIGIN, QueryKind::A, a.iter().map(|v| IpAddr::V4(*v)))
+        .addresses(ORIGIN, QueryKind::Aaaa, [])
 }
 
 #[tokio::test]

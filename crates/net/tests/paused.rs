@@ -19,6 +19,7 @@ use fastfallback_net::{
 };
 use fastfallback_proto::{AttemptErrorKind, DnsAnswer, QueryKind, RaceErrorKind};
 use fastfallback_route::{Address, Connectivity, HostModel, NetworkId};
+use fastfallback_testkit::resolver::FakeDns;
 use tokio::time::Instant;
 
 const V6A: &str = "2001:db8::a";
@@ -491,36 +492,16 @@ fn a_refused_literal_fails_at_the_refusal() {
     assert_eq!(log, [format!("0 dial {V4A}")]);
 }
 
-/// DNS by name and kind, answering at once, logging each query as `query NAME KIND`.
-struct NamedDns {
-    answers: HashMap<(String, QueryKind), DnsAnswer>,
-    log: Log,
-    start: Instant,
-}
-
-impl Resolve for NamedDns {
-    fn query(&self, name: &str, kind: QueryKind) -> Answer {
-        self.log.push(self.start, format!("query {name} {kind}"));
-        let answer = self
-            .answers
-            .get(&(name.to_owned(), kind))
-            .cloned()
-            .unwrap_or(DnsAnswer::Addresses(Vec::new()));
-        Box::pin(async move { answer })
-    }
-}
-
 /// A connector on an IPv6-only host that knows no NAT64 prefix, with `ipv4only.arpa`
-/// answering `wka` (RFC 7050) and `v4only.test` having only an A record.
-fn ipv6_only_world(wka: &[&str]) -> World {
+/// answering `wka` (RFC 7050) and `v4only.test` having only an A record (every other query
+/// gets an empty answer, at once); and its resolver, which counts the queries.
+fn ipv6_only_world(wka: &[&str]) -> (World, FakeDns) {
     let log = Log::default();
     let start = Instant::now();
-    let mut answers = HashMap::new();
-    answers.insert(("ipv4only.arpa".to_owned(), QueryKind::Aaaa), addrs(wka));
-    answers.insert(
-        ("v4only.test".to_owned(), QueryKind::A),
-        addrs(&["192.0.2.1"]),
-    );
+    let dns = FakeDns::new()
+        .answer("ipv4only.arpa", QueryKind::Aaaa, addrs(wka))
+        .answer("v4only.test", QueryKind::A, addrs(&["192.0.2.1"]))
+        .otherwise(DnsAnswer::Addresses(Vec::new()));
     let dialer = ScriptedDialer {
         script: [(
             "64:ff9b::c000:201".parse().unwrap(),
@@ -531,11 +512,7 @@ fn ipv6_only_world(wka: &[&str]) -> World {
         start,
     };
     let connector = Connector::builder()
-        .resolver(NamedDns {
-            answers,
-            log: log.clone(),
-            start,
-        })
+        .resolver(dns.clone())
         .dialer(dialer)
         .sources(HostModel::v6_only())
         .connectivity(Connectivity {
@@ -546,24 +523,19 @@ fn ipv6_only_world(wka: &[&str]) -> World {
         .rng_seed(0)
         .build()
         .unwrap();
-    World { connector, log }
+    (World { connector, log }, dns)
 }
 
 #[test]
 fn an_ipv6_only_host_discovers_the_nat64_prefix_and_reaches_ipv4_only_names_and_literals() {
     // T29 (a), then T26 and T28 with the discovered prefix.
     paused(async {
-        let w = ipv6_only_world(&["64:ff9b::c000:aa", "64:ff9b::c000:ab"]);
+        let (w, dns) = ipv6_only_world(&["64:ff9b::c000:aa", "64:ff9b::c000:ab"]);
         let conn = w.connector.connect("tcp://v4only.test:80").await.unwrap();
         assert_eq!(conn.peer_addr(), "[64:ff9b::c000:201]:80".parse().unwrap());
         let conn = w.connector.connect("tcp://192.0.2.1:80").await.unwrap();
         assert_eq!(conn.peer_addr(), "[64:ff9b::c000:201]:80".parse().unwrap());
-        let discoveries = w
-            .log
-            .lines()
-            .iter()
-            .filter(|l| l.ends_with("query ipv4only.arpa AAAA"))
-            .count();
+        let discoveries = dns.asked_for("ipv4only.arpa", QueryKind::Aaaa);
         assert_eq!(discoveries, 1, "the prefix is kept: {:?}", w.log.lines());
     });
 }
@@ -572,7 +544,7 @@ fn an_ipv6_only_host_discovers_the_nat64_prefix_and_reaches_ipv4_only_names_and_
 fn without_dns64_an_ipv4_literal_on_an_ipv6_only_host_fails_at_once_as_network_unreachable() {
     // T29 (b): ipv4only.arpa has no AAAA, so there is no NAT64; nothing is dialled.
     paused(async {
-        let w = ipv6_only_world(&[]);
+        let (w, _) = ipv6_only_world(&[]);
         let err = w.connector.connect("tcp://192.0.2.1:80").await.unwrap_err();
         let ConnectError::Race(failure) = err else {
             panic!("a race failure");
