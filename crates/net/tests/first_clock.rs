@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use fastfallback_net::Connector;
 use fastfallback_route::Connectivity;
+use fastfallback_testkit::loopback;
 
 #[tokio::test]
 async fn the_first_race_of_a_process_reports_its_real_duration_even_when_never_built() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accept = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+    let (listener, port) = loopback::bind().await;
+    let accept = loopback::accept_one(listener);
     // No route memory and a known network: nothing reads the clock before the race does.
     let mut policy = fastfallback_net::FallbackPolicy::default();
     policy.route_memory.enabled = false;

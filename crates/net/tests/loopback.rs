@@ -5,6 +5,7 @@
 //! so the tests do not depend on whether the machine itself has global IPv6.
 
 use fastfallback_testkit::Millis;
+use fastfallback_testkit::loopback::{accept_and_hold, serve_each};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -42,14 +43,7 @@ async fn listen(on: &[&str]) -> (u16, Vec<TcpListener>) {
 }
 
 fn accept_forever(listeners: Vec<TcpListener>) {
-    for l in listeners {
-        tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = l.accept().await {
-                held.push(s);
-            }
-        });
-    }
+    listeners.into_iter().for_each(accept_and_hold);
 }
 
 fn connector(resolver: StaticResolver) -> Connector {
@@ -269,15 +263,13 @@ fn tls_connector(roots: RootCertStore) -> Connector {
 fn serve_tls(listeners: Vec<TcpListener>, config: Arc<rustls::ServerConfig>) {
     for l in listeners {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&config));
-        tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    if let Ok(mut tls) = acceptor.accept(s).await {
-                        let mut buf = [0u8; 64];
-                        while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
-                    }
-                });
+        serve_each(l, move |s| {
+            let acceptor = acceptor.clone();
+            async move {
+                if let Ok(mut tls) = acceptor.accept(s).await {
+                    let mut buf = [0u8; 64];
+                    while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
+                }
             }
         });
     }

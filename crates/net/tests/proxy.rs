@@ -8,17 +8,17 @@ use std::sync::{Arc, Mutex};
 use fastfallback_net::{ConnectError, Connector, StaticResolver};
 use fastfallback_proto::{Alpn, AttemptErrorKind, Phase};
 use fastfallback_route::{Credentials, Host, Proxy};
-use fastfallback_testkit::loopback::{LOCALHOST, TlsOrigin, http_proxy};
+use fastfallback_testkit::loopback::{
+    LOCALHOST, TlsOrigin, accept_and_hold, bind, closed_port, http_proxy, serve_each,
+};
 
 use fastfallback_testnet::proxy::{ProxyOptions, ProxyStats, serve_socks5};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const SECRET: &str = "s3cret-Pa55";
 
 async fn socks_proxy(options: ProxyOptions) -> (Proxy, Arc<ProxyStats>) {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = bind().await;
     (
         Proxy::socks5(Host::Ip(LOCALHOST), port),
         serve_socks5(listener, options),
@@ -33,12 +33,7 @@ fn requiring_credentials() -> ProxyOptions {
 
 /// A proxy address where nothing listens.
 fn dead_proxy() -> Proxy {
-    let port = std::net::TcpListener::bind((LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    Proxy::http(Host::Ip(LOCALHOST), port)
+    Proxy::http(Host::Ip(LOCALHOST), closed_port())
 }
 
 #[tokio::test]
@@ -266,14 +261,11 @@ async fn a_certificate_failure_through_a_proxy_does_not_fail_over() {
 
 #[tokio::test]
 async fn a_server_that_speaks_first_is_heard_through_the_tunnel() {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let _ = s.write_all(b"SSH-2.0-test banner\r\n").await;
-            let mut sink = [0u8; 64];
-            let _ = s.read(&mut sink).await;
-        }
+    let (listener, port) = bind().await;
+    serve_each(listener, |mut s| async move {
+        let _ = s.write_all(b"SSH-2.0-test banner\r\n").await;
+        let mut sink = [0u8; 64];
+        let _ = s.read(&mut sink).await;
     });
     let (proxy, _) = http_proxy(ProxyOptions::default()).await;
     let conn = Connector::builder()
@@ -294,14 +286,8 @@ async fn a_server_that_speaks_first_is_heard_through_the_tunnel() {
 #[tokio::test]
 async fn a_proxy_that_accepts_and_never_answers_times_out_in_the_tunnel() {
     let origin = TlsOrigin::start().await;
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let (listener, port) = bind().await;
+    accept_and_hold(listener);
     let policy = fastfallback_net::FallbackPolicy::builder()
         .attempt_timeout(std::time::Duration::from_millis(200))
         .connect_timeout(std::time::Duration::from_millis(300))
@@ -351,29 +337,24 @@ async fn a_plain_tcp_connect_through_a_proxy_opens_its_tunnel_then_connects() {
 /// A hand-written CONNECT proxy on loopback that answers each request with `interim` (1xx
 /// heads), then `200`, then `greeting` as the tunnel's first bytes.
 async fn proxy_answering(interim: &'static [u8], greeting: &'static [u8]) -> Proxy {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut byte = [0u8; 1];
-                while !request.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1 {
-                    request.push(byte[0]);
-                }
-                // Interim heads and the final one in separate writes, as a proxy relaying
-                // them would send them.
-                let _ = s.write_all(interim).await;
-                let _ = s.flush().await;
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await;
-                let _ = s.write_all(greeting).await;
-                let mut sink = [0u8; 64];
-                let _ = s.read(&mut sink).await;
-            });
+    let (listener, port) = bind().await;
+    serve_each(listener, move |mut s| async move {
+        let mut request = Vec::new();
+        let mut byte = [0u8; 1];
+        while !request.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1 {
+            request.push(byte[0]);
         }
+        // Interim heads and the final one in separate writes, as a proxy relaying them would
+        // send them.
+        let _ = s.write_all(interim).await;
+        let _ = s.flush().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let _ = s
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await;
+        let _ = s.write_all(greeting).await;
+        let mut sink = [0u8; 64];
+        let _ = s.read(&mut sink).await;
     });
     Proxy::http(Host::Ip(LOCALHOST), port)
 }

@@ -5,8 +5,8 @@
 
 use fastfallback_net::Connector;
 use fastfallback_proto::Alpn;
+use fastfallback_testkit::loopback::https_server;
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, serve};
 
 #[tokio::test]
 async fn a_connector_built_with_ring_completes_a_tls_race() {
@@ -15,15 +15,7 @@ async fn a_connector_built_with_ring_completes_a_tls_race() {
         "no process-wide provider: the connector must pick its own backend"
     );
     let tls = TlsMaterial::new(&[], &[std::net::Ipv4Addr::LOCALHOST.into()]).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let _stats = serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.with_alpn(&[b"h2".to_vec()])),
-            ..HttpOptions::default()
-        },
-    );
+    let (port, _stats) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     let connector = Connector::builder()

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use fastfallback_net::{Connection, Connector, Stream};
+use fastfallback_testkit::loopback;
 
 fn shareable<T: Send + Sync>() {}
 
@@ -18,9 +19,8 @@ fn connections_streams_and_connectors_are_send_and_sync() {
 
 #[tokio::test]
 async fn one_connection_is_read_from_two_threads_at_once() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accept = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+    let (listener, port) = loopback::bind().await;
+    let accept = loopback::accept_one(listener);
     let connector = Connector::builder().build().unwrap();
     let conn = Arc::new(
         connector

@@ -2,30 +2,18 @@
 //! TLS handshake succeeds"), on loopback: a version the server refuses moves on to the next
 //! configuration on the same route; a certificate error does not.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use fastfallback_net::{ConnectError, Connector, StaticResolver};
 use fastfallback_proto::AttemptErrorKind;
+use fastfallback_testkit::loopback::{LOCALHOST, https_server};
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, serve};
 use rustls::{ClientConfig, RootCertStore};
-use tokio::net::TcpListener;
-
-const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// A TLS-1.2-only HTTPS server for `tls.test` on 127.0.0.1; its port.
 async fn tls12_server(tls: &TlsMaterial) -> u16 {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.tls12_only(&[b"h2".to_vec(), b"http/1.1".to_vec()])),
-            ..HttpOptions::default()
-        },
-    );
-    port
+    let config = tls.tls12_only(&[b"h2".to_vec(), b"http/1.1".to_vec()]);
+    https_server(config).await.0
 }
 
 fn config(
