@@ -7,22 +7,11 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use fastfallback_http::{ConnectInfo, HyperConnector};
 use fastfallback_net::{Connectivity, Connector, StaticResolver};
+use fastfallback_testkit::loopback::{closed_port, https_server};
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::net::TcpListener;
-
-async fn tls_server(tls: &TlsMaterial, alpn: &[u8]) -> (u16, std::sync::Arc<HttpStats>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let options = HttpOptions {
-        tls: Some(tls.with_alpn(&[alpn.to_vec()])),
-        ..HttpOptions::default()
-    };
-    (port, serve(listener, options))
-}
 
 fn client(tls: &TlsMaterial) -> Client<HyperConnector, Empty<Bytes>> {
     let mut roots = rustls::RootCertStore::empty();
@@ -41,7 +30,7 @@ fn client(tls: &TlsMaterial) -> Client<HyperConnector, Empty<Bytes>> {
 /// connection numbers).
 async fn two_gets(alpn: &[u8]) -> (http::Version, Bytes, String, [String; 2], usize) {
     let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
-    let (port, stats) = tls_server(&tls, alpn).await;
+    let (port, stats) = https_server(tls.with_alpn(&[alpn.to_vec()])).await;
     let client = client(&tls);
     let uri: http::Uri = format!("https://a.test:{port}/").parse().unwrap();
     let mut conns = [String::new(), String::new()];
@@ -98,12 +87,7 @@ async fn hyper_util_client_speaks_h2_when_alpn_chose_it() {
 #[tokio::test]
 async fn a_failed_race_is_a_connect_error_for_hyper_util() {
     let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let client = client(&tls);
     let err = client
         .get(format!("https://a.test:{port}/").parse().unwrap())

@@ -15,6 +15,7 @@ use fastfallback_net::{
 };
 use fastfallback_plan::{PoolPolicy, SpareWinners};
 use fastfallback_proto::Protocol;
+use fastfallback_testkit::loopback::{accept_and_hold, bind, closed_port, serve_each};
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
 use futures::StreamExt;
@@ -198,28 +199,21 @@ async fn http1_connection_close_response_is_not_reused() {
 async fn idle_http1_connection_with_stray_bytes_is_not_reused() {
     let listener = listen(&[V4]).await.remove(0);
     let port = listener.local_addr().unwrap().port();
-    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                    .await;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let _ = s.write_all(b"stray bytes").await;
-                let _ = s.read(&mut buf).await;
-            });
+    let accepted = serve_each(listener, |mut s| async move {
+        let mut buf = [0u8; 4096];
+        let mut seen = Vec::new();
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
         }
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let _ = s.write_all(b"stray bytes").await;
+        let _ = s.read(&mut buf).await;
     });
     let resolver = StaticResolver::new().with("raw.test", [ip(V4)]);
     let connector = Connector::builder()
@@ -569,12 +563,7 @@ async fn dropped_waiting_call_leaves_nothing_registered() {
     // A server that accepts and never answers the TLS handshake: the leader hangs.
     let listener = listen(&[V4]).await.remove(0);
     let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    accept_and_hold(listener);
     let setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
     let pool = setup.pool();
     let origin = pool.origin(&format!("https://a.test:{port}")).unwrap();
@@ -757,12 +746,7 @@ async fn losing_attempt_is_reported_failed_when_the_winner_connects() {
     // first and is cancelled when the IPv4 one wins.
     let stall = TcpListener::bind("[::1]:0").await.unwrap();
     let port = stall.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = stall.accept().await {
-            held.push(s);
-        }
-    });
+    accept_and_hold(stall);
     let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
     let v4 = TcpListener::bind((ip(V4), port)).await.unwrap();
     serve(
@@ -844,7 +828,7 @@ async fn connection_events_for_new_reused_and_broken_connections() {
 #[tokio::test]
 async fn failed_call_ends_with_call_failed() {
     // Nothing listens on the port: the race fails.
-    let port = listen(&[V4]).await.remove(0).local_addr().unwrap().port();
+    let port = closed_port();
     let setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
     let pool = setup.pool();
     let origin = pool.origin(&format!("https://a.test:{port}")).unwrap();
@@ -1334,17 +1318,8 @@ where
     F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let listener = TcpListener::bind((ip(V4), 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((s, _)) = listener.accept().await {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            tokio::spawn(behave(s));
-        }
-    });
-    (port, accepted)
+    let (listener, port) = bind().await;
+    (port, serve_each(listener, behave))
 }
 
 #[tokio::test]
