@@ -1817,3 +1817,32 @@ async fn a_tcp_origin_given_to_the_pool_is_refused_without_its_password() {
         "{text}"
     );
 }
+
+/// HTTP/1 calls far more than the idle limit keeps, many at once, round after round: every
+/// call succeeds. A connection that comes free while calls race is offered to one of them
+/// mid-race, straight from the response that just ended; its sender may not be ready yet (the
+/// connection's task is still finishing that response), and sending on it then failed with
+/// hyper's "connection was not ready". A request waits until its HTTP/1 sender is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_bursts_beyond_the_idle_limit_all_succeed() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let _stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+    let call = || async {
+        let exchange = pool.exchange(&origin).await?;
+        let response = exchange.send(get("/")).await?;
+        let body = response.into_body().bytes().await?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(body)
+    };
+    // A new call starts as each one ends, so calls race while connections come free.
+    let results: Vec<_> = futures::stream::iter(0..2048)
+        .map(|_| call())
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    for r in results {
+        let body = r.unwrap_or_else(|e| panic!("a call failed: {e}"));
+        assert_eq!(body.as_ref(), b"ok");
+    }
+}

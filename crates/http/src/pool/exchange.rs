@@ -432,6 +432,13 @@ impl Exchange {
             let Some(send) = send else {
                 return Err(Failed::unsent(ExchangeError::Closed));
             };
+            // A connection handed over the moment its last response ended (offered to a race,
+            // or checked out) may still be finishing that response in its task: wait for it,
+            // as hyper asks before `send_request`. At once when it is ready.
+            if let Err(e) = send.ready().await {
+                self.spoil();
+                return Err(Failed::unsent(ExchangeError::Http1(e)));
+            }
             let response = match within(limit, send.send_request(request)).await {
                 Some(Ok(r)) => r,
                 Some(Err(e)) => {
