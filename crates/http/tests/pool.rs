@@ -1846,3 +1846,42 @@ async fn http1_bursts_beyond_the_idle_limit_all_succeed() {
         assert_eq!(body.as_ref(), b"ok");
     }
 }
+
+/// The default idle limit keeps what a burst of HTTP/1 calls opened: the next burst of the
+/// same size opens nothing. (With OkHttp's 5, the idle monitor closed all but 5, and every
+/// burst reopened the rest.)
+#[tokio::test]
+async fn an_http1_burst_finds_the_connections_the_last_burst_left_idle() {
+    let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
+    let stats = setup.serve(&[V4], &[H1], None).await;
+    let pool = setup.pool();
+    let origin = pool.origin(&setup.url("a.test")).unwrap();
+    let burst = || {
+        let calls = (0..32).map(|_| {
+            let (pool, origin) = (pool.clone(), origin.clone());
+            tokio::spawn(async move {
+                // Every call holds its connection until all 32 have one.
+                let exchange = pool.exchange(&origin).await.unwrap();
+                let response = exchange.send(get("/sleep/50")).await.unwrap();
+                response.into_body().bytes().await.unwrap()
+            })
+        });
+        futures::future::join_all(calls)
+    };
+    for r in burst().await {
+        assert_eq!(r.unwrap().as_ref(), b"ok");
+    }
+    let opened = stats[0].connections();
+    assert!(opened >= 32, "one connection per call in flight: {opened}");
+    // Give the idle monitor time to close what it would close.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(pool.stats().idle, opened);
+    for r in burst().await {
+        assert_eq!(r.unwrap().as_ref(), b"ok");
+    }
+    assert_eq!(
+        stats[0].connections(),
+        opened,
+        "the second burst opened no connection"
+    );
+}

@@ -145,11 +145,12 @@ pub struct PoolConfig {
 }
 
 impl Default for PoolConfig {
-    /// OkHttp's defaults: 5 idle connections, kept for 5 minutes.
+    /// 256 idle connections (Chromium's pool-wide socket limit), kept for 5 minutes (OkHttp's
+    /// keep-alive), as `fastfallback_plan::PoolPolicy`'s default (which explains the limit).
     fn default() -> Self {
         Self {
             keep_alive: Duration::from_secs(300),
-            max_idle: 5,
+            max_idle: 256,
         }
     }
 }
