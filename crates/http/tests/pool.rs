@@ -1874,7 +1874,7 @@ async fn an_http1_burst_finds_the_connections_the_last_burst_left_idle() {
     let opened = stats[0].connections();
     assert!(opened >= 32, "one connection per call in flight: {opened}");
     // Give the idle monitor time to close what it would close.
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(pool.stats().idle, opened);
     for r in burst().await {
         assert_eq!(r.unwrap().as_ref(), b"ok");
