@@ -145,37 +145,52 @@ impl World {
     }
 
     fn check(&self) {
-        let mut held = std::collections::BTreeMap::<u64, u32>::new();
-        for a in &self.actors {
-            if let Some(id) = a.held {
-                *held.entry(id.0).or_default() += 1;
-            }
-        }
-        for &c in &self.inserted {
-            let id = PooledId(c);
-            match self.pool.allocations(id) {
-                Some(n) => {
-                    assert!(!self.closed.contains(&c), "closed {c} is still pooled");
-                    assert!(
-                        n <= self.pool.allocation_limit(id).unwrap_or(0),
-                        "{c} over limit"
-                    );
-                    assert_eq!(
-                        n,
-                        held.get(&c).copied().unwrap_or(0),
-                        "{c}: count ≠ holders"
-                    );
-                }
-                None => assert!(
-                    self.closed.contains(&c) && !held.contains_key(&c),
-                    "{c} vanished without being closed, or while held"
-                ),
-            }
-        }
+        check_connections(
+            &self.pool,
+            &self.inserted,
+            |c| self.closed.contains(&c),
+            self.actors.iter().filter_map(|a| a.held),
+        );
     }
 
     fn done(&self) -> bool {
         self.actors.iter().all(|a| a.pc == a.script.len())
+    }
+}
+
+/// The checks after every step, shared by both worlds: no connection carries more exchanges
+/// than its limit; a pooled connection was never closed and counts exactly the exchanges its
+/// holders hold; a connection gone from the pool was closed and is held by no one.
+fn check_connections<'a>(
+    pool: &ConnectionPool<u64>,
+    inserted: impl IntoIterator<Item = &'a u64>,
+    closed: impl Fn(u64) -> bool,
+    holders: impl Iterator<Item = PooledId>,
+) {
+    let mut held = std::collections::BTreeMap::<u64, u32>::new();
+    for id in holders {
+        *held.entry(id.0).or_default() += 1;
+    }
+    for &c in inserted {
+        let id = PooledId(c);
+        match pool.allocations(id) {
+            Some(n) => {
+                assert!(!closed(c), "closed {c} is still pooled");
+                assert!(
+                    n <= pool.allocation_limit(id).unwrap_or(0),
+                    "{c} over limit"
+                );
+                assert_eq!(
+                    n,
+                    held.get(&c).copied().unwrap_or(0),
+                    "{c}: count ≠ holders"
+                );
+            }
+            None => assert!(
+                closed(c) && !held.contains_key(&c),
+                "{c} vanished without being closed, or while held"
+            ),
+        }
     }
 }
 
@@ -262,7 +277,6 @@ fn every_order_from_an_empty_pool_keeps_the_books() {
 ///
 /// and at the end that no race watches and no flight is left.
 mod offers {
-    use std::collections::BTreeMap;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use std::time::Duration;
 
@@ -551,33 +565,12 @@ mod offers {
         }
 
         fn check(&self) {
-            let mut held = BTreeMap::<u64, u32>::new();
-            for a in &self.actors {
-                if let Some(id) = a.held {
-                    *held.entry(id.0).or_default() += 1;
-                }
-            }
-            for &c in &self.inserted {
-                let id = PooledId(c);
-                match self.pool.allocations(id) {
-                    Some(n) => {
-                        assert!(!self.closed.contains(&c), "closed {c} is still pooled");
-                        assert!(
-                            n <= self.pool.allocation_limit(id).unwrap_or(0),
-                            "{c} over limit"
-                        );
-                        assert_eq!(
-                            n,
-                            held.get(&c).copied().unwrap_or(0),
-                            "{c}: count ≠ holders"
-                        );
-                    }
-                    None => assert!(
-                        self.closed.contains(&c) && !held.contains_key(&c),
-                        "{c} vanished without being closed, or while held"
-                    ),
-                }
-            }
+            super::check_connections(
+                &self.pool,
+                &self.inserted,
+                |c| self.closed.contains(&c),
+                self.actors.iter().filter_map(|a| a.held),
+            );
             let mut expected: Vec<RaceId> = self
                 .actors
                 .iter()
