@@ -38,7 +38,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fastfallback_proto::{Alpn, AttemptId, PooledId};
+use fastfallback_proto::{Alpn, AttemptId, CancelReason, PooledId};
 use fastfallback_route::Lesson;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -55,6 +55,15 @@ pub use crate::report::Story;
 pub trait Lease: Any + Send {
     /// The pool's id of the connection, which the race names as its winner.
     fn id(&self) -> PooledId;
+
+    /// Whether the connection carries many exchanges at once (HTTP/2). When this lease wins a
+    /// race, the attempt it overtook ([`CancelReason::Overtaken`]) is kept for the pool
+    /// ([`Watch::adopt`]) only if it does not: a connection that carries one exchange at a
+    /// time leaves the pool one short, a multiplexed one serves the next calls itself.
+    /// Provided as `true`, which closes the overtaken attempt as any loser is closed.
+    fn multiplexed(&self) -> bool {
+        true
+    }
 }
 
 /// What a linked race hears from its pool while it runs.
@@ -66,18 +75,20 @@ pub enum Offer {
     Release(Vec<Lesson>),
 }
 
-/// Where a linked race reports what it resolved, and hands over the attempts it kept after
-/// losing ([`fastfallback_plan::SpareWinners::Pool`]).
+/// Where a linked race reports what it resolved, and hands over the attempts it kept: the one
+/// a pooled connection overtook ([`CancelReason::Overtaken`]), and with
+/// [`fastfallback_plan::SpareWinners::Pool`] every loser.
 pub trait Watch: Send + Sync {
     /// The race now knows these addresses of its origin (A and AAAA answers for the origin's
     /// own name only: not HTTPS hints, not a service target's addresses).
     fn resolved(&self, addresses: &[IpAddr]);
-    /// An attempt that lost the race but was kept: it finishes in the background and, if it
-    /// connects, may be pooled. Dropping the future closes its socket.
+    /// An attempt the race cancelled but kept ([`SpareEnd::reason`] says why): it finishes in
+    /// the background and, if it connects, may be pooled. Dropping the future closes its
+    /// socket.
     fn adopt(&self, spare: Spare);
 }
 
-/// A losing attempt kept to finish on its own, bounded by the policy's attempt timeout.
+/// A cancelled attempt kept to finish on its own, bounded by the policy's attempt timeout.
 pub type Spare = Pin<Box<dyn Future<Output = SpareEnd> + Send>>;
 
 /// How a kept attempt ended: its id and route, and its stream with what ALPN chose, or `None`
@@ -87,6 +98,10 @@ pub struct SpareEnd {
     pub attempt: AttemptId,
     /// Where it connected (or tried to).
     pub route: SocketAddr,
+    /// Why the race cancelled it: [`CancelReason::Overtaken`] (a pooled connection won while
+    /// it connected: demand the pool could not meet) or [`CancelReason::LostRace`] (another
+    /// attempt won; kept only with [`fastfallback_plan::SpareWinners::Pool`]).
+    pub reason: CancelReason,
     /// Its stream and negotiated protocol, if it connected in time.
     pub connected: Option<(Stream, Option<Alpn>)>,
 }

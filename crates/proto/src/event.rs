@@ -34,8 +34,16 @@ pub enum AttemptEvent<P> {
 /// Why the race cancelled an attempt.
 #[derive(Clone, Copy, Debug, Eq, Hash, PartialEq)]
 pub enum CancelReason {
-    /// Another attempt, or a pooled connection, won.
+    /// Another attempt won, or a pooled connection won and this attempt was not the one
+    /// kept as [`Self::Overtaken`].
     LostRace,
+    /// A pooled connection won the race while this attempt was still connecting, and it is
+    /// the attempt furthest along. It lost to no other route, so RFC 8305 §5's rule (cancel
+    /// the losers once one connection is up) does not reach it: its connect is demand the
+    /// pool could not meet when the race began, and a driver that pools lets it finish and
+    /// keeps it idle, as Chromium's connect jobs (which outlive the request that started
+    /// them) and hyper-util's background connects do. Any other driver closes it.
+    Overtaken,
     /// The attempt ran past its own time limit.
     AttemptTimeout,
     /// The overall connect deadline passed.
@@ -54,6 +62,7 @@ impl fmt::Display for CancelReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::LostRace => "lost the race",
+            Self::Overtaken => "overtaken by a pooled connection",
             Self::AttemptTimeout => "attempt timed out",
             Self::Deadline => "connect deadline passed",
             Self::Evicted => "evicted to make room for a newer attempt",

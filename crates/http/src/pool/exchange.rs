@@ -39,6 +39,9 @@ pub(crate) struct Lease {
     announced: bool,
     /// The call's own listener, told `ConnectionReleased` and `CallEnd` when the lease ends.
     call: CallEnd,
+    /// Whether the connection is HTTP/2, for a race this lease is offered to
+    /// ([`fastfallback_net::link::Lease::multiplexed`]).
+    multiplexed: bool,
 }
 
 /// The sender a lease holds.
@@ -60,7 +63,14 @@ impl Lease {
             reusable: true,
             announced: false,
             call: CallEnd(None),
+            multiplexed: false,
         }
+    }
+
+    /// Marks the connection as HTTP/2 (`true`) or HTTP/1 for the race it is offered to.
+    pub(crate) fn multiplexed(mut self, multiplexed: bool) -> Self {
+        self.multiplexed = multiplexed;
+        self
     }
 
     /// The pooled connection this lease is on.
@@ -102,6 +112,10 @@ impl Lease {
 impl fastfallback_net::link::Lease for Lease {
     fn id(&self) -> PooledId {
         self.id
+    }
+
+    fn multiplexed(&self) -> bool {
+        self.multiplexed
     }
 }
 

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 
 use fastfallback_pool::{self as pool, Coalesce, RaceId};
-use fastfallback_proto::{Alpn, PooledId, Protocol};
+use fastfallback_proto::{Alpn, CancelReason, PooledId, Protocol};
 use fastfallback_route::Lesson;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::sync::mpsc;
@@ -426,8 +426,10 @@ impl Watch for WatchHandle {
         }
     }
 
-    /// `SpareWinners::Pool`: a losing attempt that still connects over HTTP/2 is pooled idle
-    /// (its streams can serve the next calls); anything else is closed.
+    /// A kept attempt that connects is pooled idle if it speaks HTTP/2 (its streams can serve
+    /// the next calls), or if a pooled connection overtook it ([`CancelReason::Overtaken`]):
+    /// its call found every connection busy, so the pool is short of one. An HTTP/1 loser of
+    /// a race among routes (`SpareWinners::Pool`) is closed: nothing asked for it.
     fn adopt(&self, spare: Spare) {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
@@ -436,13 +438,13 @@ impl Watch for WatchHandle {
         tokio::spawn(async move {
             let end = spare.await;
             let shared = Arc::clone(&origin.inner.shared);
-            let (attempt, route) = (end.attempt.get(), end.route);
+            let (attempt, route, reason) = (end.attempt.get(), end.route, end.reason);
             let Some((stream, alpn)) = end.connected else {
                 if let Some(l) = &shared.listener {
                     l.event(&ConnectionEvent::ConnectFailed {
                         attempt,
                         route,
-                        error: "kept after losing the race; did not connect".to_owned(),
+                        error: format!("kept after it was cancelled ({reason}); did not connect"),
                     });
                 }
                 return;
@@ -451,14 +453,14 @@ impl Watch for WatchHandle {
                 l.event(&ConnectionEvent::ConnectEnd { attempt, route });
             }
             let peer = route;
-            if shared.protocol_for(alpn.as_ref(), &origin) != Protocol::Http2 {
+            let protocol = shared.protocol_for(alpn.as_ref(), &origin);
+            if protocol != Protocol::Http2 && reason != CancelReason::Overtaken {
                 // Not worth keeping: dropping it closes it.
                 return;
             }
             let weak = Arc::downgrade(&shared);
             let streams = shared.learned_streams(&origin);
-            let Ok(conn) = Conn::handshake(stream, peer, Protocol::Http2, streams, weak).await
-            else {
+            let Ok(conn) = Conn::handshake(stream, peer, protocol, streams, weak).await else {
                 return;
             };
             let mut st = shared.lock();

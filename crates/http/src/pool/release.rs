@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fastfallback_net::ConnectionEvent;
 use fastfallback_net::link::{Offer, now};
 use fastfallback_pool::{OfferTo, ReleaseTo};
-use fastfallback_proto::PooledId;
+use fastfallback_proto::{PooledId, Protocol};
 use fastfallback_route::Lesson;
 use tokio::sync::mpsc;
 
@@ -47,7 +47,8 @@ impl Shared {
     /// is gone the reservation is undone at once, which offers it to the next race.
     pub(super) fn send_offer(self: &Arc<Self>, st: &mut Locked<'_>, offer: OfferTo<Watcher>) {
         let OfferTo { id, payload: w, .. } = offer;
-        let lease = Lease::new(w.origin.clone(), id);
+        let multiplexed = st.pool.protocol(id) == Some(Protocol::Http2);
+        let lease = Lease::new(w.origin.clone(), id).multiplexed(multiplexed);
         if let Err(mpsc::error::SendError(Offer::Pooled(lease))) =
             w.offers.send(Offer::Pooled(lease.offered()))
             && let Some(lease) = Lease::handed_back(lease)

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use fastfallback_plan::{ConnectPlan, FastFallbackExchangeFinder};
-use fastfallback_proto::{Alpn, AttemptId, Instant, PooledId, RaceError};
+use fastfallback_proto::{Alpn, AttemptId, CancelReason, Instant, PooledId, RaceError};
 use fastfallback_route::Lesson;
 
 use crate::events::{CallEvent, ConnectionEvent};
@@ -58,9 +58,10 @@ impl RaceState {
 /// What a race run for the pool holds besides the race.
 pub(super) struct PoolSide {
     pub(super) link: RaceLink,
-    /// Attempts that lost but are kept (`SpareWinners::Pool`), with their plans (they outlive
-    /// the race that holds them).
-    pub(super) spares: Vec<(Running, ConnectPlan)>,
+    /// Attempts cancelled but kept (overtaken by a pooled connection, or any loser with
+    /// `SpareWinners::Pool`), with their plans (they outlive the race that holds them) and
+    /// why they were cancelled.
+    pub(super) spares: Vec<(Running, ConnectPlan, CancelReason)>,
     /// The pooled connection the race took, once it took one.
     pub(super) pooled: Option<Box<dyn Lease>>,
     /// A copy of what the race taught route memory, for the calls that waited on it.
@@ -170,7 +171,7 @@ impl Race {
             return;
         };
         let origin = self.state.built().map(|f| f.address().clone());
-        for (spare, plan) in pool.spares.drain(..) {
+        for (spare, plan, reason) in pool.spares.drain(..) {
             let limit = self.inner.policy.attempt_timeout;
             let (attempt, route) = (spare.id, plan.route.target);
             let after = origin
@@ -200,6 +201,7 @@ impl Race {
                 SpareEnd {
                     attempt,
                     route,
+                    reason,
                     connected: tokio::time::timeout(limit, done).await.ok().flatten(),
                 }
             }));

@@ -75,8 +75,19 @@ impl Race {
             Output::StartAttempt { id, plan } => self.start_attempt(id, &plan),
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
-                if reason == CancelReason::LostRace
-                    && self.inner.policy.spare_winners == SpareWinners::Pool
+                // Kept for the pool: an attempt overtaken by a connection that carries one
+                // exchange at a time (the pool is one short), and with `SpareWinners::Pool`
+                // any loser.
+                let keep = match reason {
+                    CancelReason::Overtaken => self
+                        .pool
+                        .as_ref()
+                        .and_then(|p| p.pooled.as_ref())
+                        .is_some_and(|lease| !lease.multiplexed()),
+                    CancelReason::LostRace => self.inner.policy.spare_winners == SpareWinners::Pool,
+                    _ => false,
+                };
+                if keep
                     && let Some(pool) = &mut self.pool
                     && pool.link.watch.is_some()
                     && let Some(at) = self.running.iter().position(|r| r.id == id)
@@ -95,7 +106,7 @@ impl Race {
                             ),
                         });
                     }
-                    pool.spares.push((spare, plan));
+                    pool.spares.push((spare, plan, reason));
                     return None;
                 }
                 if self.running.iter().any(|r| r.id == id)

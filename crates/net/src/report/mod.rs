@@ -639,6 +639,7 @@ mod json {
     pub(super) fn reason_name(reason: CancelReason) -> &'static str {
         match reason {
             CancelReason::LostRace => "lost_race",
+            CancelReason::Overtaken => "overtaken",
             CancelReason::AttemptTimeout => "attempt_timeout",
             CancelReason::Deadline => "deadline",
             CancelReason::Evicted => "evicted",

@@ -254,6 +254,7 @@ impl FastFallbackExchangeFinder {
             ),
             CancelReason::Deadline => (AttemptErrorKind::TimedOut, reason.to_string()),
             CancelReason::LostRace
+            | CancelReason::Overtaken
             | CancelReason::Evicted
             | CancelReason::Abandoned
             | CancelReason::Withdrawn => (AttemptErrorKind::Cancelled, reason.to_string()),
@@ -269,7 +270,7 @@ impl FastFallbackExchangeFinder {
             let phase = step;
             self.learn(target, now, LessonKind::Failed { kind, phase });
         }
-        if reason == CancelReason::LostRace {
+        if matches!(reason, CancelReason::LostRace | CancelReason::Overtaken) {
             self.deferred.insert(0, self.attempts[i].plan.retry());
         }
         self.out.push_back(Output::CancelAttempt { id, reason });

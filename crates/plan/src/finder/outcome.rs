@@ -10,13 +10,21 @@ use crate::timer::Timer;
 
 impl FastFallbackExchangeFinder {
     /// Ends the race with `winner` (attempt `index`, if it is one): HEv3 §6, success cancels
-    /// every other attempt, and the DNS tail begins.
+    /// every other attempt, and the DNS tail begins. When a pooled connection wins, the
+    /// attempt furthest along is cancelled as [`CancelReason::Overtaken`] rather than lost.
     pub(super) fn win(&mut self, winner: Winner, index: Option<usize>, now: Instant) {
         if self.phase.win(winner, now).is_err() {
             return;
         }
-        let keep = index.map(|i| self.attempts[i].id);
+        let overtaken = match winner {
+            Winner::Pooled(_) => self.furthest_along(),
+            Winner::Attempt(_) => None,
+        };
+        let keep = index.or(overtaken).map(|i| self.attempts[i].id);
         self.cancel_in_flight(CancelReason::LostRace, keep, now);
+        if let Some(i) = overtaken {
+            self.cancel(i, CancelReason::Overtaken, now);
+        }
         if let Some(i) = index {
             self.end(i, AttemptState::Won, now);
         }
@@ -31,6 +39,22 @@ impl FastFallbackExchangeFinder {
             .then(|| now + self.policy.dns_tail);
         self.timers.set(Timer::DnsTail, tail);
         self.out.push_back(Output::Done(winner));
+    }
+
+    /// The attempt in flight nearest to a connection: the first whose TCP handshake finished,
+    /// else the one started last (the race started it because those before it were slow).
+    fn furthest_along(&self) -> Option<usize> {
+        let in_flight = || {
+            self.attempts
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.in_flight())
+        };
+        in_flight()
+            .filter_map(|(i, a)| a.tcp_connected.map(|t| (t, i)))
+            .min()
+            .map(|(_, i)| i)
+            .or_else(|| in_flight().next_back().map(|(i, _)| i))
     }
 
     /// Ends the race in failure, cancelling what is still in flight; [`Output::Failed`]
