@@ -202,18 +202,6 @@ struct Profile {
 impl Profile {
     /// Reads callgrind's output (uncompressed, one cost line per instruction address).
     fn parse(text: &str) -> Self {
-        let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
-        let events: Vec<&str> = line("events: ")
-            .expect("callgrind names its events")
-            .split_whitespace()
-            .collect();
-        let totals: Vec<f64> = line("summary: ")
-            .or_else(|| line("totals: "))
-            .expect("a total")
-            .split_whitespace()
-            .map(|v| v.parse().expect("a count"))
-            .collect();
-        let event = |name: &str| totals[events.iter().position(|e| *e == name).expect(name)];
         let mut executed = std::collections::HashMap::new();
         // The cost line after `calls=` is the callee's inclusive cost at the call site, not
         // an execution of the call instruction's own address.
@@ -237,8 +225,8 @@ impl Profile {
             }
         }
         Self {
-            instructions: event("Ir"),
-            misses: event("I1mr"),
+            instructions: fastfallback_benches::callgrind_total(text, "Ir"),
+            misses: fastfallback_benches::callgrind_total(text, "I1mr"),
             executed,
         }
     }

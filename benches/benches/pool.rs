@@ -29,10 +29,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use fastfallback_benches::warm::{call, loopback_connector, roots, server};
 use fastfallback_benches::{HyperTls, LookupIp, hickory, median};
 use fastfallback_http::{Origin, Pool};
-use fastfallback_net::{Connectivity, Connector, FallbackPolicy, HickoryResolver, StaticResolver};
-use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
+use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
 use fastfallback_testnet::{
     DnsZone, Match, Rule, ServerKind, TestNet, TlsMaterial, server_v4, server_v6,
 };
@@ -42,7 +42,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
-use tokio::net::TcpListener;
 
 #[path = "pool/warm.rs"]
 mod warm;
@@ -127,42 +126,6 @@ fn print(rows: &[Row]) {
     }
 }
 
-fn roots(tls: &TlsMaterial) -> rustls::RootCertStore {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).expect("CA");
-    roots
-}
-
-fn loopback_connector(tls: &TlsMaterial) -> Connector {
-    Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(StaticResolver::new())
-        .root_certificates(roots(tls))
-        .build()
-        .expect("connector")
-}
-
-/// A loopback HTTP server over TLS offering `alpn`.
-async fn server(tls: &TlsMaterial, alpn: &[u8]) -> (u16, Arc<HttpStats>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let options = HttpOptions {
-        tls: Some(tls.with_alpn(&[alpn.to_vec()])),
-        cleartext_h2: false,
-        max_streams: None,
-        ..HttpOptions::default()
-    };
-    (port, serve(listener, options))
-}
-
-/// One call's whole exchange: GET / and the body read to its end.
-async fn call(pool: &Pool, origin: &Origin) {
-    let exchange = pool.exchange(origin).await.expect("exchange");
-    let request = http::Request::get("/").body(Bytes::new()).expect("request");
-    let body = exchange.send(request).await.expect("response").into_body();
-    assert_eq!(body.bytes().await.expect("body").as_ref(), b"ok");
-}
-
 /// Checkout plus give-back on a warm pool, ns per op: one thread, then two at once.
 fn checkout(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, h2: bool, batches: usize) -> Vec<Row> {
     let (section, what) = if h2 {
@@ -171,7 +134,7 @@ fn checkout(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, h2: bool, batches: 
         ("checkout", "idle HTTP/1 checkout")
     };
     let (pool, origin) = rt.block_on(async {
-        let (port, _stats) = server(tls, if h2 { b"h2" } else { b"http/1.1" }).await;
+        let (port, _stats) = server(tls, if h2 { &b"h2"[..] } else { &b"http/1.1"[..] }).await;
         let pool = Pool::new(loopback_connector(tls));
         let origin = pool
             .origin(&format!("https://127.0.0.1:{port}"))

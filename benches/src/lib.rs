@@ -1,6 +1,7 @@
 //! Helpers the benchmarks in `benches/` share: statistics, the test network's DNS server as
 //! a hickory resolver, and the glue a hyper-util user writes (a `lookup_ip` resolver and a
-//! TLS connector with ALPN), so every peer is set up the way its users set it up.
+//! TLS connector with ALPN), so every peer is set up the way its users set it up, and the warm
+//! request path's contenders ([`warm`]).
 
 use std::future::Future;
 use std::io;
@@ -20,6 +21,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 pub mod chart;
+pub mod warm;
 
 /// The median of `v` (NaN when empty).
 pub fn median(mut v: Vec<f64>) -> f64 {
@@ -48,6 +50,27 @@ pub fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
 /// The median of each `block` values of `v`, in order.
 pub fn block_medians(v: &[f64], block: usize) -> Vec<f64> {
     v.chunks(block.max(1)).map(|c| median(c.to_vec())).collect()
+}
+
+/// The total of `event` (`Ir`, `I1mr`, …) in callgrind's output `text`.
+///
+/// # Panics
+///
+/// If the text names no such event or has no total line (not callgrind's output).
+pub fn callgrind_total(text: &str, event: &str) -> f64 {
+    let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
+    let events = line("events: ").expect("callgrind names its events");
+    let i = events
+        .split_whitespace()
+        .position(|e| e == event)
+        .expect("the event is counted");
+    line("summary: ")
+        .or_else(|| line("totals: "))
+        .expect("a total")
+        .split_whitespace()
+        .nth(i)
+        .and_then(|v| v.parse().ok())
+        .expect("a count")
 }
 
 /// Row `k` of a Williams square of order `n` (`n` even): the order in which `n` contenders
