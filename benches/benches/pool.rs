@@ -21,6 +21,8 @@
 //! - `warm`: the request path on a warm pool against hyper-util's legacy `Client`
 //!   (hyper-rustls) and reqwest: loopback TLS, HTTP/2 and HTTP/1.1, 1, 64 and 256 requests in
 //!   flight; requests per second, p50 and p99 ([`warm`]).
+//! - `warm-net`: 100 requests at once on one warm HTTP/2 connection on the test network,
+//!   RTT 20 ms, server think time 20 ms, against the same two (needs root; [`warm_net`]).
 //!
 //! Results go to `target/fastfallback-bench/pool.json` and stdout.
 
@@ -45,6 +47,8 @@ use serde::Serialize;
 
 #[path = "pool/warm.rs"]
 mod warm;
+#[path = "pool/warm_net.rs"]
+mod warm_net;
 
 const CALLS: usize = 100;
 
@@ -95,6 +99,9 @@ fn main() {
     }
     if wanted("warm") {
         rows.extend(warm::rows(&rt, &tls, full));
+    }
+    if wanted("warm-net") {
+        rows.extend(warm_net::rows(if full { 7 } else { 1 }));
     }
     print(&rows);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");
