@@ -50,7 +50,9 @@ async fn round(who: Who, roots: rustls::RootCertStore, server: SocketAddr) -> (V
             let get = || async {
                 let t = Instant::now();
                 let exchange = pool.exchange(&origin).await.expect("exchange");
-                let request = http::Request::get(PATH).body(Bytes::new()).expect("request");
+                let request = http::Request::get(PATH)
+                    .body(Bytes::new())
+                    .expect("request");
                 let body = exchange.send(request).await.expect("response").into_body();
                 body.bytes().await.expect("body");
                 t.elapsed().as_secs_f64() * 1e3
@@ -154,7 +156,8 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(net.ca_der()).expect("CA");
     let n = Who::ALL.len();
-    let (mut latencies, mut walls, mut opened) = (vec![Vec::new(); n], vec![Vec::new(); n], vec![0; n]);
+    let (mut latencies, mut walls, mut opened) =
+        (vec![Vec::new(); n], vec![Vec::new(); n], vec![0; n]);
     for k in 0..rounds {
         for i in williams_row(n, k) {
             let before = net.accepted(server);
