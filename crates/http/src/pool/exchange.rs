@@ -422,16 +422,19 @@ impl Exchange {
             return Err(Failed::unsent(ExchangeError::Closed));
         };
         let limit = origin.inner.shared.options.response_timeout;
-        let path = head
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
+        // The request goes to the origin whatever its URI names: only its path and query
+        // are kept (moved, not copied).
+        let mut uri = std::mem::take(&mut head.uri).into_parts();
+        if uri.path_and_query.is_none() {
+            uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+        }
         if self.protocol == Protocol::Http11 {
-            head.uri = path.parse().map_err(Failed::invalid)?;
+            // Origin form (RFC 9112 §3.2.1), the authority in `host`.
+            uri.scheme = None;
+            uri.authority = None;
+            head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
             if !head.headers.contains_key(http::header::HOST) {
-                let host =
-                    http::HeaderValue::from_str(&origin.authority()).map_err(Failed::invalid)?;
+                let host = origin.host_header().map_err(Failed::sent)?;
                 head.headers.insert(http::header::HOST, host);
             }
             let request = Request::from_parts(head, body.map_err(Into::into).boxed_unsync());
@@ -469,13 +472,14 @@ impl Exchange {
             let keep = self.keeper();
             return Ok(response.map(|b| Body::http1(b, keep)));
         }
-        head.uri = format!(
-            "{}://{}{path}",
-            if origin.is_tls() { "https" } else { "http" },
-            origin.authority()
-        )
-        .parse()
-        .map_err(Failed::invalid)?;
+        // Scheme and authority become `:scheme` and `:authority` (RFC 9113 §8.3.1).
+        uri.scheme = Some(if origin.is_tls() {
+            http::uri::Scheme::HTTPS
+        } else {
+            http::uri::Scheme::HTTP
+        });
+        uri.authority = Some(origin.authority().map_err(Failed::sent)?);
+        head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
         let send = match &self.carrier {
             Carrier::Pooled(lease) => match &lease.held {
                 Held::Http2(s) => Some(s.clone()),

@@ -311,11 +311,7 @@ impl Pool {
             key = key.with_proxy(ids.join(" | "));
         }
         Origin {
-            inner: Arc::new(OriginInner {
-                shared: Arc::clone(&self.shared),
-                address,
-                key,
-            }),
+            inner: Arc::new(OriginInner::new(Arc::clone(&self.shared), address, key)),
         }
     }
 

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use fastfallback_net::ConnectError;
 use fastfallback_pool::PoolKey;
 use fastfallback_route::{Address, AddressError};
@@ -30,6 +31,36 @@ pub(super) struct OriginInner {
     pub(super) shared: Arc<Shared>,
     pub(super) address: Address,
     pub(super) key: PoolKey,
+    /// `host:port`, built once: every request carries it, and cloning it shares its bytes.
+    /// `None` if the host cannot be written as an authority (each request then says so).
+    authority: Option<Authority>,
+}
+
+/// An origin's `host:port` as each protocol carries it (RFC 9110 §7.2).
+struct Authority {
+    /// For HTTP/2's `:authority` (RFC 9113 §8.3.1), through the request's URI.
+    uri: http::uri::Authority,
+    /// For HTTP/1's `host` header.
+    header: http::HeaderValue,
+}
+
+impl OriginInner {
+    pub(super) fn new(shared: Arc<Shared>, address: Address, key: PoolKey) -> Self {
+        let text = Bytes::from(format!("{}:{}", address.host(), address.port()));
+        let authority = match (
+            http::uri::Authority::from_maybe_shared(text.clone()),
+            http::HeaderValue::from_maybe_shared(text),
+        ) {
+            (Ok(uri), Ok(header)) => Some(Authority { uri, header }),
+            _ => None,
+        };
+        Self {
+            shared,
+            address,
+            key,
+            authority,
+        }
+    }
 }
 
 impl Origin {
@@ -48,13 +79,29 @@ impl Origin {
         self.inner.address.is_tls()
     }
 
-    /// `host:port` as the `host` header and `:authority` carry it.
-    pub(super) fn authority(&self) -> String {
-        format!(
-            "{}:{}",
-            self.inner.address.host(),
-            self.inner.address.port()
-        )
+    /// `host:port` as HTTP/2's `:authority` carries it (a shared copy: no allocation).
+    pub(super) fn authority(&self) -> Result<http::uri::Authority, ExchangeError> {
+        match &self.inner.authority {
+            Some(a) => Ok(a.uri.clone()),
+            None => Err(self.no_authority()),
+        }
+    }
+
+    /// `host:port` as HTTP/1's `host` header carries it (a shared copy: no allocation).
+    pub(super) fn host_header(&self) -> Result<http::HeaderValue, ExchangeError> {
+        match &self.inner.authority {
+            Some(a) => Ok(a.header.clone()),
+            None => Err(self.no_authority()),
+        }
+    }
+
+    fn no_authority(&self) -> ExchangeError {
+        let address = &self.inner.address;
+        ExchangeError::invalid(format_args!(
+            "`{}:{}` cannot be sent as an authority",
+            address.host(),
+            address.port()
+        ))
     }
 }
 

@@ -74,11 +74,11 @@ impl Warmer {
             let short = shared.lock().pool.capacity(&self.key) < self.min;
             if short {
                 let origin = Origin {
-                    inner: Arc::new(OriginInner {
-                        shared: Arc::clone(&shared),
-                        address: self.address.clone(),
-                        key: self.key.clone(),
-                    }),
+                    inner: Arc::new(OriginInner::new(
+                        Arc::clone(&shared),
+                        self.address.clone(),
+                        self.key.clone(),
+                    )),
                 };
                 let opened = shared.open_idle(&origin).await;
                 let (base, max) = (shared.options.warm_backoff, shared.options.warm_backoff_max);
