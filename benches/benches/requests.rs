@@ -19,13 +19,19 @@
 //!   600 requests) so lazy set-up cancels out. Without valgrind this part says so and is left
 //!   out.
 //!
+//! - **Client CPU time per request** (1, 64 and 256 in flight): the CPU time of the thread the
+//!   clients run on (`CLOCK_THREAD_CPUTIME_ID`: the client's user and kernel time, not the
+//!   server's) over a round, divided by its requests; rounds take turns between the
+//!   contenders (Williams order), the figure is the median round. Unlike requests per second
+//!   on two shared cores, it does not depend on what the server costs.
+//!
 //! Results go to stdout and, unless it is a smoke run (without `--bench`), to
 //! `target/fastfallback-bench/requests.json`.
 
 use std::process::Command;
 
-use fastfallback_benches::median;
 use fastfallback_benches::warm::{Clients, Who, server};
+use fastfallback_benches::{median, williams_row};
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::HttpStats;
 
@@ -48,6 +54,7 @@ fn main() {
     let smoke = !args.iter().any(|a| a == "--bench");
     let tls = tls();
     let mut rows = allocations(&tls, smoke);
+    rows.extend(cpu_time(&tls, smoke));
     rows.extend(instructions(smoke));
     let mut md = String::from(
         "| protocol | in flight | contender | per request | unit | × hyper-util |\n|---|---:|---|---:|---|---:|\n",
@@ -180,6 +187,55 @@ fn allocations(tls: &TlsMaterial, smoke: bool) -> Vec<Row> {
                     contender: who.label(),
                     value: count,
                     bytes: Some(bytes),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The CPU time this thread has used, in seconds.
+fn thread_cpu() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn cpu_time(tls: &TlsMaterial, smoke: bool) -> Vec<Row> {
+    let (server_rt, client_rt) = runtimes();
+    let rounds = if smoke { 1 } else { 9 };
+    let mut rows = Vec::new();
+    for (alpn, proto) in PROTOCOLS {
+        let (clients, _stats) = setup(&server_rt, &client_rt, tls, alpn);
+        for in_flight in [1, 64, 256] {
+            let n = if smoke {
+                in_flight.max(8)
+            } else {
+                (in_flight * 8).max(800)
+            };
+            for who in Who::ALL {
+                client_rt.block_on(clients.round(who, in_flight, in_flight));
+            }
+            let mut per_request = vec![Vec::new(); Who::ALL.len()];
+            for k in 0..rounds {
+                for i in williams_row(Who::ALL.len(), k) {
+                    let before = thread_cpu();
+                    client_rt.block_on(clients.round(Who::ALL[i], n, in_flight));
+                    per_request[i].push((thread_cpu() - before) / n as f64 * 1e6);
+                }
+            }
+            for (i, who) in Who::ALL.into_iter().enumerate() {
+                let us = median(per_request[i].clone());
+                eprintln!(
+                    "client CPU {proto} ×{in_flight}: {:<42} {us:>7.2} µs per request",
+                    who.label()
+                );
+                rows.push(Row {
+                    what: "client CPU µs",
+                    proto,
+                    in_flight,
+                    contender: who.label(),
+                    value: us,
+                    bytes: None,
                 });
             }
         }
