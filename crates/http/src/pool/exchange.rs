@@ -434,7 +434,7 @@ impl Exchange {
             uri.authority = None;
             head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
             if !head.headers.contains_key(http::header::HOST) {
-                let host = origin.host_header().map_err(Failed::sent)?;
+                let host = origin.authority().map_err(Failed::sent)?.header.clone();
                 head.headers.insert(http::header::HOST, host);
             }
             let request = Request::from_parts(head, body.map_err(Into::into).boxed_unsync());
@@ -478,7 +478,7 @@ impl Exchange {
         } else {
             http::uri::Scheme::HTTP
         });
-        uri.authority = Some(origin.authority().map_err(Failed::sent)?);
+        uri.authority = Some(origin.authority().map_err(Failed::sent)?.uri.clone());
         head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
         let send = match &self.carrier {
             Carrier::Pooled(lease) => match &lease.held {

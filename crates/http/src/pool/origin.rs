@@ -37,11 +37,11 @@ pub(super) struct OriginInner {
 }
 
 /// An origin's `host:port` as each protocol carries it (RFC 9110 §7.2).
-struct Authority {
+pub(super) struct Authority {
     /// For HTTP/2's `:authority` (RFC 9113 §8.3.1), through the request's URI.
-    uri: http::uri::Authority,
+    pub(super) uri: http::uri::Authority,
     /// For HTTP/1's `host` header.
-    header: http::HeaderValue,
+    pub(super) header: http::HeaderValue,
 }
 
 impl OriginInner {
@@ -79,20 +79,12 @@ impl Origin {
         self.inner.address.is_tls()
     }
 
-    /// `host:port` as HTTP/2's `:authority` carries it (a shared copy: no allocation).
-    pub(super) fn authority(&self) -> Result<http::uri::Authority, ExchangeError> {
-        match &self.inner.authority {
-            Some(a) => Ok(a.uri.clone()),
-            None => Err(self.no_authority()),
-        }
-    }
-
-    /// `host:port` as HTTP/1's `host` header carries it (a shared copy: no allocation).
-    pub(super) fn host_header(&self) -> Result<http::HeaderValue, ExchangeError> {
-        match &self.inner.authority {
-            Some(a) => Ok(a.header.clone()),
-            None => Err(self.no_authority()),
-        }
+    /// `host:port` as each protocol carries it; cloning a part shares its bytes.
+    pub(super) fn authority(&self) -> Result<&Authority, ExchangeError> {
+        self.inner
+            .authority
+            .as_ref()
+            .ok_or_else(|| self.no_authority())
     }
 
     fn no_authority(&self) -> ExchangeError {
