@@ -98,7 +98,7 @@ fn main() {
         rows.extend(concurrent_blackhole(if full { 5 } else { 1 }));
     }
     if wanted("warm") {
-        rows.extend(warm::rows(&rt, &tls, full));
+        rows.extend(warm::rows(&tls, full));
     }
     if wanted("warm-net") {
         rows.extend(warm_net::rows(if full { 7 } else { 1 }));

@@ -8,10 +8,11 @@
 //!
 //! - **Allocations per request** (1, 64 and 256 in flight), counted by `allocation-counter`'s
 //!   allocator, which counts per thread: the clients run on a current-thread runtime on the
-//!   main thread, the server on a runtime of its own, so the server's allocations are not
-//!   counted. Each client first makes two rounds at the measured concurrency (its pool then
-//!   holds the connections that concurrency needs); the figure is the median over three
-//!   rounds of allocations divided by requests, realloc counted as an allocation.
+//!   main thread, the server on a thread of its own (`ServerThread`), so the server's
+//!   allocations are not counted. Each client first makes two rounds at the measured
+//!   concurrency (its pool then holds the connections that concurrency needs); the figure is
+//!   the median over three rounds of allocations divided by requests, realloc counted as an
+//!   allocation.
 //! - **Instructions per request** (1 and 64 in flight), counted by callgrind: the bench re-runs
 //!   itself under `valgrind --tool=callgrind` with collection on only inside [`measured`],
 //!   which runs on the client's thread (callgrind's collection state is per thread, so the
@@ -30,10 +31,9 @@
 
 use std::process::Command;
 
-use fastfallback_benches::warm::{Clients, Who, server};
+use fastfallback_benches::warm::{Clients, ServerThread, Who};
 use fastfallback_benches::{median, williams_row};
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::HttpStats;
 
 /// The protocols measured: the server's ALPN id, and the name in tables.
 const PROTOCOLS: [(&[u8], &str); 2] = [(b"h2", "h2"), (b"http/1.1", "http/1.1")];
@@ -122,39 +122,32 @@ fn tls() -> TlsMaterial {
     TlsMaterial::new(&["a.test".to_owned()], &[[127, 0, 0, 1].into()]).expect("TLS material")
 }
 
-/// A runtime for the server, apart from the client's thread, and one for the clients on
-/// this thread.
-fn runtimes() -> (tokio::runtime::Runtime, tokio::runtime::Runtime) {
-    let server = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+/// The clients' runtime, on this thread (the server runs on its own, [`ServerThread`]).
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("server runtime");
-    let client = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
-    (server, client)
+        .expect("client runtime")
 }
 
-/// A server for `alpn` on the server runtime and the three clients for it, built on the
+/// A server for `alpn` on a thread of its own and the three clients for it, built on the
 /// client runtime.
 fn setup(
-    server_rt: &tokio::runtime::Runtime,
     client_rt: &tokio::runtime::Runtime,
     tls: &TlsMaterial,
     alpn: &[u8],
-) -> (Clients, std::sync::Arc<HttpStats>) {
-    let (port, stats) = server_rt.block_on(server(tls, alpn));
+) -> (Clients, ServerThread) {
+    let server = ServerThread::start(tls, alpn);
     let _in_client = client_rt.enter();
-    (Clients::new(tls, port), stats)
+    (Clients::new(tls, server.port()), server)
 }
 
 fn allocations(tls: &TlsMaterial, smoke: bool) -> Vec<Row> {
-    let (server_rt, client_rt) = runtimes();
+    let client_rt = client_runtime();
     let mut rows = Vec::new();
     for (alpn, proto) in PROTOCOLS {
-        let (clients, stats) = setup(&server_rt, &client_rt, tls, alpn);
+        let (clients, server) = setup(&client_rt, tls, alpn);
+        let stats = server.stats();
         for in_flight in [1, 64, 256] {
             let n = if smoke {
                 in_flight.max(8)
@@ -201,11 +194,11 @@ fn thread_cpu() -> f64 {
 }
 
 fn cpu_time(tls: &TlsMaterial, smoke: bool) -> Vec<Row> {
-    let (server_rt, client_rt) = runtimes();
+    let client_rt = client_runtime();
     let rounds = if smoke { 1 } else { 9 };
     let mut rows = Vec::new();
     for (alpn, proto) in PROTOCOLS {
-        let (clients, _stats) = setup(&server_rt, &client_rt, tls, alpn);
+        let (clients, _server) = setup(&client_rt, tls, alpn);
         for in_flight in [1, 64, 256] {
             let n = if smoke {
                 in_flight.max(8)
@@ -304,8 +297,8 @@ fn instructions(smoke: bool) -> Vec<Row> {
 /// Runs under callgrind: warms `who`'s pool, then makes `n` requests in [`measured`].
 fn child(who: Who, alpn: &[u8], n: usize, in_flight: usize) {
     let tls = tls();
-    let (server_rt, client_rt) = runtimes();
-    let (clients, _stats) = setup(&server_rt, &client_rt, &tls, alpn);
+    let client_rt = client_runtime();
+    let (clients, _server) = setup(&client_rt, &tls, alpn);
     for _ in 0..2 {
         client_rt.block_on(clients.round(who, in_flight.max(20), in_flight));
     }

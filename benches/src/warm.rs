@@ -44,13 +44,87 @@ pub fn loopback_connector(tls: &TlsMaterial) -> Connector {
 pub async fn server(tls: &TlsMaterial, alpn: &[u8]) -> (u16, Arc<HttpStats>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    let options = HttpOptions {
+    (port, serve(listener, server_options(tls, alpn)))
+}
+
+/// A loopback HTTP server over TLS offering `alpn`, alone on a thread of its own with a
+/// current-thread runtime; stopped and joined on drop.
+///
+/// A client benchmark must not be limited by its server. On a multi-thread runtime a task
+/// that another task wakes runs next (tokio's LIFO slot), so each stream task's response
+/// wakes the connection task at once and every response goes out in a write of its own
+/// (`strace`: one `writev` per response at 64 in flight, the server thread at 99 % of a
+/// core). A current-thread runtime runs woken tasks in turn, so the responses ready together
+/// leave in one write, as a server under load would send them.
+pub struct ServerThread {
+    port: u16,
+    stats: Arc<HttpStats>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Starts the server; returns once it listens.
+    pub fn start(tls: &TlsMaterial, alpn: &[u8]) -> Self {
+        let options = server_options(tls, alpn);
+        let (ready, listening) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("bench-server".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("server runtime");
+                rt.block_on(async move {
+                    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                    let port = listener.local_addr().expect("addr").port();
+                    ready
+                        .send((port, serve(listener, options)))
+                        .expect("bench waits");
+                    let _ = stopped.await;
+                });
+            })
+            .expect("server thread");
+        let (port, stats) = listening.recv().expect("server listens");
+        Self {
+            port,
+            stats,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// The port it listens on, on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Arc<HttpStats> {
+        &self.stats
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The server's options: TLS offering `alpn` only, HTTP/2 only over TLS, no stream limit.
+fn server_options(tls: &TlsMaterial, alpn: &[u8]) -> HttpOptions {
+    HttpOptions {
         tls: Some(tls.with_alpn(&[alpn.to_vec()])),
         cleartext_h2: false,
         max_streams: None,
         ..HttpOptions::default()
-    };
-    (port, serve(listener, options))
+    }
 }
 
 /// One call's whole exchange through our pool: GET / and the body read to its end.

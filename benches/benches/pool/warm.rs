@@ -7,21 +7,30 @@
 //! its pool holds the connections that concurrency needs (one for HTTP/2, up to one per
 //! request in flight for HTTP/1). Rounds take turns between the contenders; the figures are
 //! medians over the rounds (rates) and over every request (latencies).
+//!
+//! The clients run on a current-thread runtime on the bench's thread and the server on a
+//! thread of its own ([`ServerThread`]), so each side has one of the two cores and the
+//! server is not the bottleneck of a client benchmark.
 
-use fastfallback_benches::warm::{Clients, Who, percentile, server};
+use fastfallback_benches::warm::{Clients, ServerThread, Who, percentile};
 use fastfallback_benches::{median, williams_row};
 use fastfallback_testnet::TlsMaterial;
 
 use super::Row;
 
 /// The warm rows: HTTP/2 and HTTP/1.1, each at 1, 64 and 256 requests in flight.
-pub(super) fn rows(rt: &tokio::runtime::Runtime, tls: &TlsMaterial, full: bool) -> Vec<Row> {
+pub(super) fn rows(tls: &TlsMaterial, full: bool) -> Vec<Row> {
     let rounds = if full { 12 } else { 2 };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
     let mut rows = Vec::new();
     for (alpn, proto) in [(&b"h2"[..], "h2"), (&b"http/1.1"[..], "http/1.1")] {
+        let server = ServerThread::start(tls, alpn);
+        let stats = server.stats();
         rt.block_on(async {
-            let (port, stats) = server(tls, alpn).await;
-            let clients = Clients::new(tls, port);
+            let clients = Clients::new(tls, server.port());
             for in_flight in [1, 64, 256] {
                 let n = if full { (in_flight * 8).max(400) } else { in_flight.max(8) };
                 // Warm: every client's pool gets the connections this concurrency needs.
