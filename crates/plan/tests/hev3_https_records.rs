@@ -125,6 +125,35 @@ fn a_held_attempt_whose_endpoint_the_https_answer_withdraws_is_cancelled() {
 }
 
 #[test]
+fn a_held_attempt_withdrawn_as_its_tcp_connects_does_not_take_tls_from_the_others() {
+    // OkHttp's mode (`WinAt::Tcp`): the first TCP connect owns TLS and the others stop. The
+    // HTTPS answer (at 70) withdraws the origin's address while its TCP handshake is under
+    // way; when that handshake ends (at 80) the attempt is withdrawn, not the winner, so the
+    // race must go on to the service's address (its hint) at once and win there, instead of
+    // waiting, owned by an ended attempt, until its deadline.
+    let mut r = rr(&[Alpn::H2]);
+    r.target = "svc.example".into();
+    r.ipv6hint = vec![V6B.parse().unwrap()];
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let run = Scenario::https()
+        .tune(|p| p.win_at = fastfallback_plan::WinAt::Tcp)
+        .aaaa(10, &[V6A])
+        .a(10, &[])
+        .https_rr(70, vec![r])
+        .ok_tls(V6A, 20, 30)
+        .ok_tls(V6B, 20, 30)
+        .run();
+    assert_eq!(
+        run.starts(),
+        at(&[(V6A, 60), (V6B, 80)]),
+        "{}",
+        run.timeline()
+    );
+    assert_eq!(run.cancelled(), at(&[(V6A, 80)]), "{}", run.timeline());
+    assert_eq!(run.won(), one(V6B, 130), "{}", run.timeline());
+}
+
+#[test]
 fn hints_allow_an_early_start() {
     // T36
     let mut r = rr(&[Alpn::H2]);

@@ -200,8 +200,10 @@ impl FastFallbackExchangeFinder {
         }
         match self.policy.win_at {
             WinAt::Tcp => {
-                // OkHttp R6: the TCP winner does TLS alone; the others stop now.
-                if self.phase.own_tls(id).is_ok() {
+                // OkHttp R6: the TCP winner does TLS alone; the others stop now. Not an
+                // attempt that resuming just withdrew (its endpoint is no longer listed): it
+                // has ended, and owning TLS would stop the race with nothing left in flight.
+                if self.attempts[i].ended.is_none() && self.phase.own_tls(id).is_ok() {
                     self.cancel_in_flight(CancelReason::LostRace, Some(id), now);
                 }
             }
