@@ -1889,8 +1889,8 @@ async fn an_http1_burst_finds_the_connections_the_last_burst_left_idle() {
 /// A request is sent to the exchange's origin whatever its URI names: its path goes as it
 /// is, and the origin's `host:port` as HTTP/1's `host` header and HTTP/2's `:authority`.
 #[tokio::test]
-async fn a_request_naming_another_host_goes_to_the_origin_with_its_path_and_the_origins_authority()
-{
+async fn a_request_naming_another_host_goes_to_the_origin_with_its_path_query_and_the_origins_authority()
+ {
     for protocol in [H1, H2] {
         let mut setup = Setup::new(&["a.test"]).resolve("a.test", &[V4]);
         setup.serve(&[V4], &[protocol], None).await;
@@ -1905,7 +1905,12 @@ async fn a_request_naming_another_host_goes_to_the_origin_with_its_path_and_the_
 
         let host = response.headers()["x-host"].to_str().unwrap().to_owned();
         assert_eq!(host, format!("a.test:{}", setup.port), "{protocol:?}");
+        let target = response.headers()["x-target"].to_str().unwrap().to_owned();
+        assert_eq!(
+            target, "/echo?x=1",
+            "{protocol:?}: the path and the query were kept"
+        );
         let body = response.into_body().bytes().await.unwrap();
-        assert_eq!(&body[..], b"sent", "{protocol:?}: the path /echo was kept");
+        assert_eq!(&body[..], b"sent", "{protocol:?}: the body was kept");
     }
 }

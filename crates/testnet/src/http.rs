@@ -12,8 +12,9 @@
 //!   others (a connection that is not authoritative for every name it could serve);
 //! - `/sleep/MS`: answers after `MS` milliseconds;
 //! - `/bytes/N`: a body of `N` bytes;
-//! - `/echo`: reads the whole request body, then answers with it, and names the request's
-//!   trailers in `x-trailers` (comma-separated);
+//! - `/echo`: reads the whole request body, then answers with it, names the request's
+//!   trailers in `x-trailers` (comma-separated) and its target as the server read it (path
+//!   and query) in `x-target`;
 //! - `/reset`: misbehaves: HTTP/2 resets the stream (`RST_STREAM` with `INTERNAL_ERROR`),
 //!   HTTP/1.1 closes the connection without answering;
 //! - `/silent`: never answers (the stream or connection stays open);
@@ -307,7 +308,10 @@ async fn answer(
         .header("x-host", host.unwrap_or_default());
     let mut body = Bytes::from_static(b"ok");
     if let Some(echo) = echo {
-        response = response.header("x-trailers", echo.trailers);
+        let target = request.uri().path_and_query().map_or("", |t| t.as_str());
+        response = response
+            .header("x-trailers", echo.trailers)
+            .header("x-target", target);
         body = echo.body;
     } else if path == "/close" {
         response = response.header(http::header::CONNECTION, "close");
