@@ -89,15 +89,22 @@ fn the_client_hello_waits_for_a_late_https_answer_and_then_uses_its_ech() {
     assert!(run.attempts[0].plan.tls.as_ref().unwrap().ech.is_some());
 }
 
+/// A record that moves the origin to `svc.example` (hint V6B) and carries `ech`, so the race
+/// turns SVCB-reliant and the origin's own addresses are no longer listed.
+fn ech_service_at_v6b() -> HttpsRecord {
+    let mut r = rr(&[Alpn::H2]);
+    r.target = "svc.example".into();
+    r.ipv6hint = vec![V6B.parse().unwrap()];
+    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    r
+}
+
 #[test]
 fn a_held_attempt_whose_endpoint_the_https_answer_withdraws_is_cancelled() {
     // RFC 9460 §5.1: a pre-connection is used only if it is consistent with a record. The
     // HTTPS answer makes the race SVCB-reliant on svc.example (every record has `ech`), so
     // the origin's address, held after TCP, is withdrawn; the service's address goes next.
-    let mut r = rr(&[Alpn::H2]);
-    r.target = "svc.example".into();
-    r.ipv6hint = vec![V6B.parse().unwrap()];
-    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let r = ech_service_at_v6b();
     let run = Scenario::https()
         .aaaa(10, &[V6A])
         .a(10, &[])
@@ -131,10 +138,7 @@ fn a_held_attempt_withdrawn_as_its_tcp_connects_does_not_take_tls_from_the_other
     // way; when that handshake ends (at 80) the attempt is withdrawn, not the winner, so the
     // race must go on to the service's address (its hint) at once and win there, instead of
     // waiting, owned by an ended attempt, until its deadline.
-    let mut r = rr(&[Alpn::H2]);
-    r.target = "svc.example".into();
-    r.ipv6hint = vec![V6B.parse().unwrap()];
-    r.ech = Some(std::sync::Arc::from(&b"an ECHConfigList"[..]));
+    let r = ech_service_at_v6b();
     let run = Scenario::https()
         .tune(|p| p.win_at = fastfallback_plan::WinAt::Tcp)
         .aaaa(10, &[V6A])
