@@ -151,6 +151,8 @@ impl Answers {
                 group: 0,
                 ech: None,
                 without_svcb: false,
+                tcp: true,
+                quic: false,
             }),
             Self::Resolved(r) => r.for_each_candidate(f),
         }

@@ -5,7 +5,8 @@
 //!                 │  │  │  (held plan) └──▶ Held ──HTTPS answer──▶ Securing
 //!                 │  │  └─(through a proxy)─▶ Tunneling ──TunnelOpen──▶ Securing
 //!                 │  │                           └──Connected (no TLS)──▶ Won
-//!                 │  └────────Connected (plan without TLS)────────▶ Won
+//!                 │  └────────Connected (plan without TLS, ───────▶ Won
+//!                 │            or a QUIC plan: one handshake)
 //!                 │                            │
 //!                 ├──────── Failed ────────────┴──────────────────▶ Failed
 //!                 ├──────── FollowUp ─────────────────────────────▶ FollowedUp
@@ -122,10 +123,13 @@ impl AttemptState {
     /// The TCP handshake of an attempt that runs `plan` finished: the move its plan calls for
     /// ([`Self::hold_tls`], [`Self::begin_tunnel`] or [`Self::begin_tls`]), or, for a plan
     /// with neither a tunnel nor TLS, none (it stays `Connecting` until it is reported
-    /// connected). Refused unless the attempt is `Connecting`.
+    /// connected). Refused unless the attempt is `Connecting`, and always for a QUIC plan,
+    /// whose one handshake has no TCP step (HEv3 §6.1).
     pub(crate) fn tcp_connected(&mut self, plan: &ConnectPlan) -> Result<(), IllegalMove> {
         let tls = plan.tls.is_some();
-        if tls && plan.hold_tls {
+        if plan.transport == fastfallback_proto::TransportKind::Quic {
+            self.go(false, Self::Connecting)
+        } else if tls && plan.hold_tls {
             // Through a proxy too: a held plan waits for the HTTPS answer, then resumes.
             self.hold_tls()
         } else if plan.tunnel {

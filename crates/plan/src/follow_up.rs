@@ -28,12 +28,14 @@ pub enum TlsFailure {
 }
 
 impl ConnectPlan {
-    /// The plan that follows this one with TLS step `tls`: the same route and tunnel, one
+    /// The plan that follows this one with TLS step `tls`: the same route, transport and
+    /// tunnel, one
     /// follow-up further, TLS not held (a follow-up starts after the HTTPS answer that
     /// decided its step). Every follow-up of a failed handshake is built here.
     pub fn follow_up_with(&self, tls: TlsStep) -> Self {
         Self {
             route: self.route.clone(),
+            transport: self.transport,
             tunnel: self.tunnel,
             tls: Some(Arc::new(tls)),
             hold_tls: false,

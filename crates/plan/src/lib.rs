@@ -44,7 +44,7 @@ pub use follow_up::{TlsFailure, ech_retry, next_tls_config, tls_follow_up};
 pub use plan::{ConnectPlan, TlsStep};
 pub use policy::{
     FallbackPolicy, FallbackPolicyBuilder, HARD_MIN_ATTEMPT_DELAY, MAX_MEMORY_TTL, PolicyError,
-    PoolPolicy, SpareWinners, StartFloor, WinAt,
+    PoolPolicy, QuicOrder, SpareWinners, StartFloor, WinAt,
 };
 pub use policy_text::POLICY_KEYS;
 pub use timer::Timer;

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fastfallback_proto::Alpn;
+use fastfallback_proto::{Alpn, TransportKind};
 use fastfallback_route::Route;
 
 /// The TLS step of a plan.
@@ -30,16 +30,18 @@ pub struct TlsStep {
 }
 
 /// The steps of one connection attempt on one route: TCP, then an optional proxy tunnel, then
-/// optional TLS with ALPN.
+/// optional TLS with ALPN; or one QUIC handshake, TLS and ALPN `h3` included
+/// ([`TransportKind::Quic`], HEv3 §6.1).
 ///
 /// ```
 /// use fastfallback_plan::{ConnectPlan, TlsStep};
-/// use fastfallback_proto::Alpn;
+/// use fastfallback_proto::{Alpn, TransportKind};
 /// use fastfallback_route::Route;
 /// use std::sync::Arc;
 ///
-/// let plan = ConnectPlan {
+/// let mut plan = ConnectPlan {
 ///     route: Route::direct("[2001:db8::a]:443".parse().unwrap()),
+///     transport: TransportKind::Tcp,
 ///     tunnel: false,
 ///     tls: Some(Arc::new(TlsStep {
 ///         server_name: "example.com".into(),
@@ -54,11 +56,18 @@ pub struct TlsStep {
 /// };
 /// assert_eq!(plan.to_string(), "tcp [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
 /// assert_eq!(plan.retry().attempt, 0);
+///
+/// plan.transport = TransportKind::Quic;
+/// assert_eq!(plan.to_string(), "quic [2001:db8::a]:443 → tls example.com [h2, http/1.1]");
 /// ```
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub struct ConnectPlan {
     /// Where the socket connects.
     pub route: Route,
+    /// What the attempt connects over: TCP (then the tunnel and TLS), or QUIC, whose
+    /// handshake is the whole attempt and whose TLS step offers `h3` alone (HEv3 §6.2: one
+    /// ALPN list per transport). QUIC plans never go through a proxy or hold TLS.
+    pub transport: TransportKind,
     /// Whether to open an HTTP CONNECT tunnel through the route's proxy before TLS.
     pub tunnel: bool,
     /// The TLS step, for `https` origins (one per race, shared by its attempts).
@@ -91,6 +100,7 @@ impl ConnectPlan {
         let tunnel = route.proxy.is_some();
         Self {
             route,
+            transport: TransportKind::Tcp,
             tunnel,
             tls,
             attempt: 0,
@@ -102,7 +112,7 @@ impl ConnectPlan {
 
 impl fmt::Display for ConnectPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "tcp {}", self.route)?;
+        write!(f, "{} {}", self.transport, self.route)?;
         if self.without_svcb {
             f.write_str(" (without SVCB)")?;
         }

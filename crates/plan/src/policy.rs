@@ -14,6 +14,8 @@
 //! | concurrent attempts | 6 | curl's cap |
 //! | win at | TLS done | HEv3 §6.1 |
 //! | DNS tail after success | 1 s | RFC 8305 §5, HEv3 §6 |
+//! | QUIC attempts | off | the driver must speak QUIC and HTTP/3 |
+//! | QUIC against TCP | interleaved per address (`Q6, T6, Q4, T4`) | reference profile P11 (PI), Chromium |
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -54,6 +56,21 @@ pub enum WinAt {
     /// TLS alone. If its TLS fails, the race resumes with follow-ups first, then the losers'
     /// retries, then new routes.
     Tcp,
+}
+
+/// How a service's QUIC endpoints are ordered against its TCP ones (HEv3 §5.1 leaves it to
+/// the implementation, §1.12; reference profile P11). Either way QUIC leads on each address
+/// unless route memory says QUIC is broken on this network, and then TCP leads.
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, PartialEq)]
+pub enum QuicOrder {
+    /// Protocols interleaved on each address, then families (profile PI, HEv3 drafts -00 and
+    /// -01, and Chromium's "TCP joins after one attempt delay"): `Q6, T6, Q4, T4`. When UDP
+    /// is blocked, TCP starts one attempt delay after QUIC.
+    #[default]
+    Interleaved,
+    /// One combined group, QUIC first (profile CG, the current draft): every QUIC endpoint
+    /// of a service, families interleaved, before any of its TCP ones: `Q6, Q4, T6, T4`.
+    QuicFirst,
 }
 
 /// What to do with an attempt that connected after another already won.
@@ -168,6 +185,15 @@ pub struct FallbackPolicy {
     /// What TLS attempts offer in ALPN: what the client will speak (HEv3 §6.2). HTTPS records
     /// that advertise none of it are skipped (RFC 9460 §7.1.2).
     pub alpn: AlpnOffer,
+    /// Whether the client speaks HTTP/3 over QUIC: services whose HTTPS record lists `h3`
+    /// then give QUIC endpoints too ([`fastfallback_proto::TransportKind::Quic`], offering
+    /// ALPN `h3` alone; HEv3 §6.2, R-35), raced against TCP as [`Self::quic_order`] says.
+    /// Off by default: the driver must speak QUIC (a connector refuses a policy that asks
+    /// for it otherwise). A service with an ECH configuration gives no QUIC endpoint, as ECH
+    /// over QUIC is not built yet, so such a race never connects without ECH.
+    pub quic: bool,
+    /// How QUIC endpoints are ordered against TCP ones (profile P11).
+    pub quic_order: QuicOrder,
 }
 
 impl Default for FallbackPolicy {
@@ -195,6 +221,8 @@ impl Default for FallbackPolicy {
             spare_winners: SpareWinners::Close,
             pool: PoolPolicy::default(),
             alpn: AlpnOffer::Both,
+            quic: false,
+            quic_order: QuicOrder::Interleaved,
         }
     }
 }
@@ -316,6 +344,10 @@ impl FallbackPolicyBuilder {
         pool: PoolPolicy;
         /// Sets [`FallbackPolicy::alpn`].
         alpn: AlpnOffer;
+        /// Sets [`FallbackPolicy::quic`].
+        quic: bool;
+        /// Sets [`FallbackPolicy::quic_order`].
+        quic_order: QuicOrder;
     }
 
     /// Sets [`FallbackPolicy::max_concurrent_attempts`]. 0 is an error.

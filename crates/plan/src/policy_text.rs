@@ -6,7 +6,9 @@ use std::time::Duration;
 use fastfallback_proto::AlpnOffer;
 use fastfallback_route::order::FamilyPreference;
 
-use crate::policy::{FallbackPolicyBuilder, PolicyError, SpareWinners, StartFloor, WinAt};
+use crate::policy::{
+    FallbackPolicyBuilder, PolicyError, QuicOrder, SpareWinners, StartFloor, WinAt,
+};
 
 /// Every knob [`FallbackPolicyBuilder::set`] knows, with the form of its value.
 pub const POLICY_KEYS: &[(&str, &str)] = &[
@@ -29,6 +31,8 @@ pub const POLICY_KEYS: &[(&str, &str)] = &[
     ("dns_tail", "duration"),
     ("spare_winners", "close | pool"),
     ("alpn", "both | h2 | http/1.1"),
+    ("quic", "true | false"),
+    ("quic_order", "interleaved | quic-first"),
 ];
 
 impl FallbackPolicyBuilder {
@@ -105,6 +109,15 @@ impl FallbackPolicyBuilder {
                     ("both", AlpnOffer::Both),
                     ("h2", AlpnOffer::Http2Only),
                     ("http/1.1", AlpnOffer::Http11Only),
+                ],
+            )?),
+            "quic" => self.quic(boolean("quic", value)?),
+            "quic_order" => self.quic_order(choice(
+                "quic_order",
+                value,
+                &[
+                    ("interleaved", QuicOrder::Interleaved),
+                    ("quic-first", QuicOrder::QuicFirst),
                 ],
             )?),
             other => {
@@ -201,6 +214,8 @@ mod tests {
             .and_then(|b| b.set("alpn", "http/1.1"))
             .and_then(|b| b.set("query_https", "off"))
             .and_then(|b| b.set("max_concurrent_attempts", "3"))
+            .and_then(|b| b.set("quic", "true"))
+            .and_then(|b| b.set("quic_order", "quic-first"))
             .unwrap()
             .build()
             .unwrap();
@@ -209,6 +224,8 @@ mod tests {
         assert_eq!(p.alpn, AlpnOffer::Http11Only);
         assert!(!p.query_https);
         assert_eq!(p.max_concurrent_attempts.get(), 3);
+        assert!(p.quic);
+        assert_eq!(p.quic_order, QuicOrder::QuicFirst);
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! - the race never asks to be woken in the past;
 //! - the race always ends, by the overall deadline at the latest;
 //! - the same inputs at the same times give the same outputs, whatever a concurrent race
-//!   sharing route memory does.
+//!   sharing route memory does;
+//! - with HTTPS records and a client that may speak QUIC: a QUIC attempt happens only for a
+//!   client that speaks it, offers `h3` alone, never holds TLS nor tunnels, and never goes
+//!   to a service with ECH; a TCP attempt never offers `h3` (HEv3 §6.2, R-35).
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -15,8 +18,8 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use fastfallback_plan::{StartFloor, WinAt};
-use fastfallback_proto::{AttemptErrorKind, AttemptId};
+use fastfallback_plan::{QuicOrder, StartFloor, WinAt};
+use fastfallback_proto::{Alpn, AttemptErrorKind, AttemptId, HttpsRecord, TransportKind};
 use fastfallback_route::{RouteDatabase, RouteMemory};
 use fastfallback_sim::{Behaviour, Event, Scenario, run_together};
 use proptest::prelude::*;
@@ -53,6 +56,12 @@ struct Case {
     win_at_tcp: bool,
     pooled_at: Option<u64>,
     literal_floor: bool,
+    /// An HTTPS answer `1 . alpn=…` (TLS origins only): when, which ALPN set (0: h2; 1: h3
+    /// and h2; 2: h3 alone, no-default-alpn), and whether it carries ECH.
+    https: Option<(u64, u8, bool)>,
+    /// Whether the client speaks QUIC, whether QUIC goes first (profile CG), and how each
+    /// address answers QUIC, in the order of `v6` then `v4`.
+    quic: (bool, bool, Vec<Behaviour>),
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -67,9 +76,15 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         prop::option::weighted(0.2, 0u64..2000),
         prop::bool::weighted(0.2),
+        prop::option::weighted(0.5, (0u64..500, 0u8..3, prop::bool::weighted(0.2))),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec(behaviour(), 0..12),
+        ),
     )
         .prop_map(
-            |(v6, v4, aaaa_at, a_at, cap, delay, tls, win_at_tcp, pooled_at, literal_floor)| Case {
+            |(
                 v6,
                 v4,
                 aaaa_at,
@@ -80,6 +95,21 @@ fn case() -> impl Strategy<Value = Case> {
                 win_at_tcp,
                 pooled_at,
                 literal_floor,
+                https,
+                quic,
+            )| Case {
+                v6,
+                v4,
+                aaaa_at,
+                a_at,
+                cap,
+                delay,
+                tls,
+                win_at_tcp,
+                pooled_at,
+                literal_floor,
+                https,
+                quic,
             },
         )
 }
@@ -105,7 +135,29 @@ fn scenario(c: &Case) -> Scenario {
         } else {
             StartFloor::TimerDriven
         };
+        p.quic = c.quic.0;
+        p.quic_order = if c.quic.1 {
+            QuicOrder::QuicFirst
+        } else {
+            QuicOrder::Interleaved
+        };
     });
+    if let (true, Some((t, set, ech))) = (c.tls, c.https) {
+        let (alpn, no_default_alpn) = match set {
+            0 => (vec![Alpn::H2], false),
+            1 => (vec![Alpn::H3, Alpn::H2], false),
+            _ => (vec![Alpn::H3], true),
+        };
+        let record = HttpsRecord {
+            priority: 1,
+            target: ".".into(),
+            alpn,
+            no_default_alpn,
+            ech: ech.then(|| Arc::from(&b"an ECHConfigList"[..])),
+            ..Default::default()
+        };
+        s = s.https_rr(t, vec![record]);
+    }
     let v6: Vec<String> = (0..c.v6.len())
         .map(|i| format!("2001:db8::{}", i + 1))
         .collect();
@@ -114,6 +166,9 @@ fn scenario(c: &Case) -> Scenario {
         .collect();
     for (a, b) in v6.iter().zip(&c.v6).chain(v4.iter().zip(&c.v4)) {
         s = s.behave(a, b.clone());
+    }
+    for (a, b) in v6.iter().chain(&v4).zip(&c.quic.2) {
+        s = s.behave_quic(a, b.clone());
     }
     let v6: Vec<&str> = v6.iter().map(String::as_str).collect();
     let v4: Vec<&str> = v4.iter().map(String::as_str).collect();
@@ -189,6 +244,22 @@ proptest! {
 
         // Deadlines never go backwards past `now`.
         prop_assert_eq!(run.past_deadlines, 0);
+
+        // QUIC attempts only for a client that speaks QUIC, each offering h3 alone, never
+        // held, tunnelled, or carrying ECH; TCP attempts never offer h3.
+        for a in &run.attempts {
+            let alpn = a.plan.tls.as_ref().map(|t| t.alpn.clone()).unwrap_or_default();
+            match a.plan.transport {
+                TransportKind::Quic => {
+                    prop_assert!(c.quic.0, "a QUIC attempt for a TCP-only client:\n{}", run.timeline());
+                    prop_assert_eq!(alpn, vec![Alpn::H3]);
+                    prop_assert!(!a.plan.hold_tls && !a.plan.tunnel);
+                    prop_assert!(a.plan.tls.as_ref().is_some_and(|t| t.ech.is_none()));
+                    prop_assert!(a.tcp_connected.is_none(), "a QUIC attempt with a TCP step");
+                }
+                TransportKind::Tcp => prop_assert!(!alpn.contains(&Alpn::H3)),
+            }
+        }
 
         // Nothing but the winner stays open.
         let won_by_attempt = run.won().is_some();

@@ -9,8 +9,10 @@ pub enum Alpn {
     H2,
     /// `http/1.1`.
     Http11,
-    /// `h3`: HTTP/3 over QUIC. fastfallback does not speak QUIC yet; this id exists so HTTPS
-    /// records that advertise it can be read and filtered (RFC 9460 §7.1.2).
+    /// `h3`: HTTP/3 over QUIC (RFC 9114). The only id a QUIC attempt offers; HTTPS records
+    /// that list it give QUIC endpoints to a client that speaks QUIC
+    /// ([`TransportKind::Quic`]), and are filtered out for one that does not (RFC 9460
+    /// §7.1.2).
     H3,
     /// Any other id, as raw bytes.
     Other(Vec<u8>),
@@ -50,6 +52,47 @@ impl Alpn {
 impl fmt::Display for Alpn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// The transport an attempt runs on: its handshake is what counts as a connection (HEv3
+/// §6.1: the TCP handshake, then TLS over it; or the QUIC handshake, TLS included).
+///
+/// ```
+/// use fastfallback_proto::{Alpn, TransportKind};
+///
+/// assert_eq!(TransportKind::default(), TransportKind::Tcp);
+/// assert_eq!(TransportKind::Quic.alpn_ids(), [Alpn::H3]);
+/// assert_eq!(TransportKind::Quic.to_string(), "quic");
+/// ```
+#[derive(Clone, Copy, Debug, Default, Eq, Hash, Ord, PartialEq, PartialOrd)]
+pub enum TransportKind {
+    /// TCP, with TLS and ALPN over it for `https` origins.
+    #[default]
+    Tcp,
+    /// QUIC (RFC 9000), whose handshake carries TLS 1.3 (RFC 9001) and ALPN `h3`.
+    Quic,
+}
+
+impl TransportKind {
+    /// The ALPN ids every QUIC attempt offers: HTTP/3 alone, the only protocol the engine
+    /// speaks over QUIC (HEv3 §6.2: one ProtocolNameList per transport, holding every id the
+    /// client speaks on it). TCP's list is the policy's [`AlpnOffer`].
+    pub fn alpn_ids(self) -> &'static [Alpn] {
+        const QUIC: &[Alpn] = &[Alpn::H3];
+        match self {
+            Self::Tcp => AlpnOffer::Both.ids(),
+            Self::Quic => QUIC,
+        }
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Tcp => "tcp",
+            Self::Quic => "quic",
+        })
     }
 }
 

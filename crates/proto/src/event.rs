@@ -8,7 +8,8 @@ use crate::{Alpn, AttemptError, AttemptId, PooledId, Query, RaceError};
 #[derive(Clone, Debug, Eq, PartialEq)]
 pub enum AttemptEvent<P> {
     /// The TCP handshake finished. For a plan with TLS, the race extends its next-attempt timer
-    /// (HEv3 §6.1) or, when it wins at TCP, cancels the others.
+    /// (HEv3 §6.1) or, when it wins at TCP, cancels the others. A QUIC plan has no such
+    /// step, and the race ignores this event for one.
     TcpConnected,
     /// The proxy tunnel of a plan through a proxy is open (HTTP `CONNECT` answered 2xx, or
     /// SOCKS5 succeeded): TLS to the origin, if the plan has it, starts now. Until this event
@@ -16,7 +17,8 @@ pub enum AttemptEvent<P> {
     /// and never answers is reported as stuck in the tunnel, not in TCP or TLS.
     TunnelOpen,
     /// The plan finished: TCP connected and, if the plan has TLS, the handshake and certificate
-    /// check are done. Carries the ALPN protocol the server chose, if any.
+    /// check are done; for a QUIC plan, its handshake (TLS 1.3 included, RFC 9001) is done
+    /// (HEv3 §6.1). Carries the ALPN protocol the server chose, if any.
     Connected(Option<Alpn>),
     /// The plan failed. `follow_up` is a replacement plan to try first, for example the next
     /// TLS configuration or a proxy's authentication retry (OkHttp's follow-up plans).

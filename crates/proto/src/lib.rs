@@ -31,7 +31,7 @@ mod hash;
 mod id;
 mod time;
 
-pub use alpn::{Alpn, AlpnOffer, Protocol};
+pub use alpn::{Alpn, AlpnOffer, Protocol, TransportKind};
 pub use dns::{DnsAnswer, DnsError, HttpsRecord, Query, QueryKind, QueryName};
 pub use error::{
     AttemptError, AttemptErrorKind, AttemptFailure, MAX_ATTEMPTS_LISTED, Phase, RaceError,

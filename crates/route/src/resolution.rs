@@ -179,6 +179,13 @@ pub struct ServiceInfo {
     pub alpn: Vec<Alpn>,
     /// Its ECH configuration, when the record has one and the client uses ECH.
     pub ech: Option<Arc<[u8]>>,
+    /// Whether the client reaches it over TCP: its ALPN set holds a protocol the client
+    /// speaks over TCP (RFC 9460 §7.1.2, HEv3 §6.2).
+    pub tcp: bool,
+    /// Whether the client reaches it over QUIC too: the client speaks QUIC, the ALPN set
+    /// holds `h3`, and the service has no ECH configuration (ECH over QUIC is not built, and
+    /// a service with ECH is never reached without it).
+    pub quic: bool,
 }
 
 /// One address the race may connect to, with the service it belongs to.
@@ -198,6 +205,12 @@ pub struct Candidate<'a> {
     pub without_svcb: bool,
     /// The service's ECH configuration, if it has one (draft-ietf-tls-svcb-ech §4).
     pub ech: Option<&'a Arc<[u8]>>,
+    /// Whether it is reached over TCP ([`ServiceInfo::tcp`]; always for the origin's own
+    /// addresses).
+    pub tcp: bool,
+    /// Whether it is reached over QUIC ([`ServiceInfo::quic`]; never for the origin's own
+    /// addresses, which no record vouches for).
+    pub quic: bool,
 }
 
 /// The longest AliasMode chain followed (RFC 9460 §3.1 asks for a limit; 8 is what Chromium and
@@ -343,6 +356,8 @@ pub struct Resolution {
     seed: u64,
     /// Whether the client uses the `ech` SvcParam (draft-ietf-tls-svcb-ech).
     ech: bool,
+    /// Whether the client speaks HTTP/3 over QUIC: records listing `h3` are compatible.
+    quic: bool,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -400,6 +415,7 @@ impl Resolution {
             offer: AlpnOffer::Both,
             seed: 0,
             ech: false,
+            quic: false,
         }
     }
 
@@ -473,6 +489,15 @@ impl Resolution {
     #[must_use]
     pub fn offering(mut self, offer: AlpnOffer) -> Self {
         self.offer = offer;
+        self
+    }
+
+    /// The same aggregation for a client that speaks HTTP/3 over QUIC: a record whose ALPN
+    /// set holds `h3` is compatible even when it lists nothing the client speaks over TCP,
+    /// and its service is reached over QUIC as well ([`ServiceInfo::quic`]; HEv3 §6.2).
+    #[must_use]
+    pub fn speaking_quic(mut self, quic: bool) -> Self {
+        self.quic = quic;
         self
     }
 
@@ -729,12 +754,14 @@ impl Resolution {
             // origin's own addresses are used.
             return false;
         }
-        let mut compatible: Vec<(&HttpsRecord, Vec<Alpn>)> = Vec::with_capacity(records.len());
+        let mut compatible: Vec<(&HttpsRecord, Vec<Alpn>, (bool, bool))> =
+            Vec::with_capacity(records.len());
         for r in records {
             let mut alpn = r.alpn.clone();
             if !r.no_default_alpn && !alpn.contains(&Alpn::Http11) {
                 alpn.push(Alpn::Http11);
             }
+            let reach = self.transports(&alpn, r.ech.is_some());
             if r.port == Some(0) {
                 // RFC 9460 §7.2: the port to connect to; 0 is no port at all.
                 self.skip(format!("HTTPS record {}", r.priority), "port=0");
@@ -745,14 +772,19 @@ impl Resolution {
                     format!("HTTPS record {}", r.priority),
                     "unknown mandatory SvcParam",
                 );
-            } else if !alpn.iter().any(|a| self.offer.speaks(a)) {
+            } else if reach == (false, false) {
                 // RFC 9460 §7.1.2, HEv3 §6.2: no protocol we speak.
-                self.skip(format!("HTTPS record {}", r.priority), "no supported ALPN");
+                let why = if self.quic && alpn.contains(&Alpn::H3) {
+                    "no supported ALPN (h3 only, and QUIC with ECH is not built)"
+                } else {
+                    "no supported ALPN"
+                };
+                self.skip(format!("HTTPS record {}", r.priority), why);
             } else {
-                compatible.push((r, alpn));
+                compatible.push((r, alpn, reach));
             }
         }
-        compatible.sort_by_key(|(r, _)| r.priority);
+        compatible.sort_by_key(|(r, ..)| r.priority);
         // RFC 9460 §2.4.1: records of equal priority are tried in random order. Fisher–Yates
         // within each run of equal priority, driven by the race's seed.
         // (Mixed with a constant, so it is not the draw that decides whether history is
@@ -764,7 +796,7 @@ impl Resolution {
             let end = start
                 + compatible[start..]
                     .iter()
-                    .take_while(|(r, _)| r.priority == p)
+                    .take_while(|(r, ..)| r.priority == p)
                     .count();
             for i in (start + 1..end).rev() {
                 state = crate::splitmix64(state);
@@ -774,7 +806,7 @@ impl Resolution {
             start = end;
         }
         let mut any_hint = false;
-        for (r, alpn) in compatible {
+        for (r, alpn, (tcp, quic)) in compatible {
             let name = if r.targets_owner() {
                 n
             } else {
@@ -808,6 +840,8 @@ impl Resolution {
                     port: r.port,
                     alpn,
                     ech: r.ech.clone().filter(|_| self.ech),
+                    tcp,
+                    quic,
                 },
                 name,
                 hints: hints.into_vec(),
@@ -815,6 +849,17 @@ impl Resolution {
         }
         self.end_of_chain_service(n);
         any_hint
+    }
+
+    /// Which transports reach a service with ALPN set `alpn` (defaults included), and with
+    /// an ECH configuration if `ech` (RFC 9460 §7.1.2, HEv3 §6.2): TCP when the set holds a
+    /// protocol the client speaks over TCP; QUIC when the client speaks QUIC, the set holds
+    /// `h3`, and the client would not use ECH on it (ECH over QUIC is not built, so a
+    /// service with ECH is reached over TCP only, never without ECH).
+    fn transports(&self, alpn: &[Alpn], ech: bool) -> (bool, bool) {
+        let tcp = alpn.iter().any(|a| self.offer.speaks(a));
+        let quic = self.quic && alpn.contains(&Alpn::H3) && !(ech && self.ech);
+        (tcp, quic)
     }
 
     /// RFC 9460 §2.4.2: an alias chain that ends on a name with no usable ServiceMode record
@@ -829,6 +874,8 @@ impl Resolution {
                     port: None,
                     alpn: self.offer.ids().to_vec(),
                     ech: None,
+                    tcp: true,
+                    quic: false,
                 },
                 name: end,
                 hints: Vec::new(),
@@ -960,6 +1007,8 @@ impl Resolution {
                     group,
                     ech: s.info.ech.as_ref(),
                     without_svcb: false,
+                    tcp: s.info.tcp,
+                    quic: s.info.quic,
                 })
             });
             group = group.saturating_add(1);
@@ -978,6 +1027,8 @@ impl Resolution {
                     group,
                     ech: None,
                     without_svcb,
+                    tcp: true,
+                    quic: false,
                 })
             });
         }

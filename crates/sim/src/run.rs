@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use fastfallback_plan::{AttemptRecord, ConnectPlan, FastFallbackExchangeFinder, RaceInput};
 use fastfallback_proto::{
     Alpn, AttemptError, AttemptErrorKind, AttemptEvent, AttemptId, CancelReason, DnsAnswer,
-    Instant, Output, Phase, PooledId, Query, RaceError, Winner,
+    Instant, Output, Phase, PooledId, Query, RaceError, TransportKind, Winner,
 };
 use fastfallback_route::{Lesson, MemoryView, Route, SourceSelector};
 
@@ -181,6 +181,8 @@ pub struct Player<'a> {
     /// `ResumeAttempt` for a held plan): each event with its delay after that.
     held: HashMap<AttemptId, Vec<(u64, Input)>>,
     per_addr: HashMap<IpAddr, usize>,
+    /// The same count for QUIC attempts, which follow their own behaviours.
+    per_addr_quic: HashMap<IpAddr, usize>,
     open: HashMap<AttemptId, bool>,
     events: Vec<Event>,
     lessons: Vec<Lesson>,
@@ -221,6 +223,7 @@ impl<'a> Player<'a> {
                 .collect(),
             held: HashMap::new(),
             per_addr: HashMap::new(),
+            per_addr_quic: HashMap::new(),
             open: HashMap::new(),
             events: Vec::new(),
             lessons: Vec::new(),
@@ -384,10 +387,14 @@ impl<'a> Player<'a> {
                     });
                     self.open.insert(id, true);
                     self.peak = self.peak.max(self.open.values().filter(|o| **o).count());
-                    let n = self.per_addr.entry(plan.route.target.ip()).or_default();
-                    let b = self
-                        .scenario
-                        .behaviours
+                    let (behaviours, counts) = match plan.transport {
+                        TransportKind::Tcp => (&self.scenario.behaviours, &mut self.per_addr),
+                        TransportKind::Quic => {
+                            (&self.scenario.quic_behaviours, &mut self.per_addr_quic)
+                        }
+                    };
+                    let n = counts.entry(plan.route.target.ip()).or_default();
+                    let b = behaviours
                         .get(&plan.route.target.ip())
                         .and_then(|list| list.get(*n).or_else(|| list.last()))
                         .cloned()
@@ -533,6 +540,11 @@ fn schedule(now: u64, id: AttemptId, plan: &ConnectPlan, b: Behaviour) -> Vec<(u
     };
     let ev = |e| Input::Attempt(id, e);
     match b {
+        // One handshake, TLS included (HEv3 §6.1).
+        Behaviour::Ok { tcp, tls: tls_ms } if plan.transport == TransportKind::Quic => vec![(
+            now + tcp + tls_ms,
+            ev(AttemptEvent::Connected(Some(Alpn::H3))),
+        )],
         Behaviour::Ok { tcp, tls: tls_ms } if tls => vec![
             (now + tcp, ev(AttemptEvent::TcpConnected)),
             (
@@ -600,13 +612,21 @@ fn short(ip: IpAddr) -> String {
     ip.to_string()
 }
 
+/// How the run's lists name an attempt: its address, with `quic ` in front for a QUIC one.
+fn label(plan: &ConnectPlan) -> String {
+    match plan.transport {
+        TransportKind::Tcp => short(plan.route.target.ip()),
+        TransportKind::Quic => format!("quic {}", short(plan.route.target.ip())),
+    }
+}
+
 impl Run {
     /// Attempt starts as `(address, ms)`, in start order.
     pub fn starts(&self) -> Vec<(String, u64)> {
         self.events
             .iter()
             .filter_map(|e| match e {
-                Event::AttemptStart { t, target, .. } => Some((short(target.ip()), *t)),
+                Event::AttemptStart { t, id, .. } => Some((self.target_of(*id), *t)),
                 _ => None,
             })
             .collect()
@@ -627,7 +647,7 @@ impl Run {
         self.attempts
             .iter()
             .find(|a| a.id == id)
-            .map_or_else(|| "?".into(), |a| short(a.plan.route.target.ip()))
+            .map_or_else(|| "?".into(), |a| label(&a.plan))
     }
 
     /// The winning attempt's address and the win time, if an attempt won.

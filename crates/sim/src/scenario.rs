@@ -58,6 +58,8 @@ pub struct Scenario {
     pub(crate) connectivity: Connectivity,
     pub(crate) answers: Vec<(u64, Query, DnsAnswer)>,
     pub(crate) behaviours: HashMap<IpAddr, Vec<Behaviour>>,
+    /// How each address answers QUIC: by default not at all (UDP blocked).
+    pub(crate) quic_behaviours: HashMap<IpAddr, Vec<Behaviour>>,
     pub(crate) db: Option<Arc<RouteDatabase>>,
     pub(crate) network: NetworkId,
     pub(crate) seed: u64,
@@ -105,6 +107,7 @@ impl Scenario {
             connectivity: Connectivity::DUAL_STACK,
             answers: Vec::new(),
             behaviours: HashMap::new(),
+            quic_behaviours: HashMap::new(),
             db: None,
             network: NetworkId(0),
             seed: 0,
@@ -227,6 +230,19 @@ impl Scenario {
     pub fn behave(mut self, addr: &str, b: Behaviour) -> Self {
         self.behaviours.entry(ip(addr)).or_default().push(b);
         self
+    }
+
+    /// How `addr` answers QUIC, as [`Self::behave`] does for TCP. Without one, QUIC to an
+    /// address gets no reply (UDP blocked). For QUIC, [`Behaviour::Ok`] is one handshake of
+    /// `tcp + tls` ms that ends connected with ALPN `h3`.
+    pub fn behave_quic(mut self, addr: &str, b: Behaviour) -> Self {
+        self.quic_behaviours.entry(ip(addr)).or_default().push(b);
+        self
+    }
+
+    /// `addr`'s QUIC handshake (TLS included) completes after `r` ms.
+    pub fn quic_ok(self, addr: &str, r: u64) -> Self {
+        self.behave_quic(addr, Behaviour::Ok { tcp: r, tls: 0 })
     }
 
     /// `addr` connects (TCP, and TLS if any) after `r` ms.

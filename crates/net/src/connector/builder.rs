@@ -232,6 +232,14 @@ impl ConnectorBuilder {
     pub fn build(self) -> Result<Connector, BuildError> {
         let mut policy = self.policy;
         policy.validate().map_err(BuildError::Policy)?;
+        if policy.quic {
+            // Refused here rather than failing every QUIC attempt of every race: the plan
+            // crate orders QUIC endpoints (HEv3 §5.1, profile P11), but this driver has no
+            // QUIC step yet (docs/quic.md).
+            return Err(BuildError::Unsupported(
+                "QUIC attempts (FallbackPolicy::quic): this driver connects over TCP only",
+            ));
+        }
         let resolver = match self.resolver {
             Some(r) => r,
             None => Arc::new(HickoryResolver::from_system_conf().map_err(BuildError::Resolver)?),

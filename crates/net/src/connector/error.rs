@@ -27,6 +27,9 @@ pub enum BuildError {
     /// read. (A file that is merely corrupt is not an error: it is ignored with a warning and
     /// replaced.)
     MemoryFile(io::Error),
+    /// The policy asks for something this driver cannot do: QUIC attempts
+    /// ([`fastfallback_plan::FallbackPolicy::quic`]), until the driver runs them.
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for BuildError {
@@ -37,6 +40,7 @@ impl fmt::Display for BuildError {
             Self::Tls(e) => write!(f, "invalid TLS configuration: {e}"),
             Self::Alpn(e) => write!(f, "ALPN: {e}"),
             Self::MemoryFile(e) => write!(f, "route-memory file {e}"),
+            Self::Unsupported(what) => write!(f, "not supported by this driver: {what}"),
         }
     }
 }
@@ -48,7 +52,7 @@ impl std::error::Error for BuildError {
             Self::Resolver(e) => Some(e),
             Self::Tls(e) => Some(e),
             Self::MemoryFile(e) => Some(e),
-            Self::Alpn(_) => None,
+            Self::Alpn(_) | Self::Unsupported(_) => None,
         }
     }
 }

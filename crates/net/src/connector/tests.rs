@@ -24,6 +24,23 @@ fn a_build_error_keeps_its_cause_as_its_source() {
     assert!(source.is::<io::Error>(), "{source:?}");
 }
 
+/// A policy that asks for QUIC attempts is refused at build, saying what is missing, rather
+/// than failing each QUIC attempt of every race.
+#[test]
+fn a_policy_asking_for_quic_is_refused_by_a_driver_without_quic() {
+    let policy = FallbackPolicy::builder()
+        .quic(true)
+        .build()
+        .expect("a valid policy");
+    let err = Connector::builder()
+        .resolver(crate::StaticResolver::new())
+        .policy(policy)
+        .build()
+        .expect_err("no QUIC step in this driver");
+    assert!(matches!(err, BuildError::Unsupported(_)), "{err:?}");
+    assert!(err.to_string().contains("FallbackPolicy::quic"), "{err}");
+}
+
 /// A broken invariant is its own kind, never "unsupported", and says it is a bug.
 #[test]
 fn an_internal_error_is_told_apart_from_an_unsupported_feature() {

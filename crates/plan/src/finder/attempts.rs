@@ -118,21 +118,24 @@ impl FastFallbackExchangeFinder {
         let plan = match self.deferred.pop() {
             Some(plan) => plan,
             None => {
-                let Some(e) = self.endpoints.iter_mut().find(|e| !e.tried) else {
+                let Some(i) = self.endpoints.iter().position(|e| self.startable(e)) else {
                     return false;
                 };
+                let e = &mut self.endpoints[i];
                 e.tried = true;
                 let route = Route {
                     target: e.target,
                     logical: e.logical,
                     proxy: self.address.proxy_shared().cloned(),
                 };
-                let variant = e.tls_variant;
-                let without_svcb = e.without_svcb;
+                let (variant, without_svcb, transport) =
+                    (e.tls_variant, e.without_svcb, e.transport);
                 let mut plan = ConnectPlan::new(route, self.tls_for(variant));
                 plan.without_svcb = without_svcb;
+                plan.transport = transport;
                 // No ClientHello before SVCB resolution has finished (draft-ietf-tls-esni;
-                // HEv3 §6.1 R-34): TCP may go ahead, TLS waits for the HTTPS answer.
+                // HEv3 §6.1 R-34): TCP may go ahead, TLS waits for the HTTPS answer. A QUIC
+                // endpoint does not start until then (`startable`).
                 plan.hold_tls = plan.tls.is_some() && self.resolution.holds_tls();
                 plan
             }
@@ -172,10 +175,14 @@ impl FastFallbackExchangeFinder {
         true
     }
 
-    /// Records the end of attempt `i`'s TCP handshake: a measured RTT sample.
+    /// Records the end of attempt `i`'s TCP handshake: a measured RTT sample. A QUIC
+    /// attempt's one handshake is learned as its sample too (one round trip, as TCP's), but
+    /// it has no TCP step to record.
     pub(super) fn note_tcp(&mut self, i: usize, now: Instant) {
         let a = &mut self.attempts[i];
-        a.tcp_connected = Some(now);
+        if a.plan.transport == fastfallback_proto::TransportKind::Tcp {
+            a.tcp_connected = Some(now);
+        }
         let (target, rtt) = (a.plan.route.target, now - a.started);
         self.learn(target, now, LessonKind::Connected { rtt });
     }

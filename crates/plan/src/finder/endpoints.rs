@@ -5,12 +5,12 @@ use smallvec::SmallVec;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 
-use fastfallback_proto::{Family, Instant};
+use fastfallback_proto::{Family, Instant, TransportKind};
 use fastfallback_route::order::{OrderContext, Orderable, order};
 use fastfallback_route::{Source, SourceOf};
 
 use super::FastFallbackExchangeFinder;
-use crate::TlsStep;
+use crate::{QuicOrder, TlsStep};
 
 /// One address the race may try, with what ordering and attempting it need.
 #[derive(Clone, Copy, Debug)]
@@ -29,6 +29,9 @@ pub(super) struct Endpoint {
     /// Whether the current answers still list it (an attempted endpoint stays in the list
     /// after its answer is withdrawn, HEv3 §7, but is no longer listed).
     pub(super) listed: bool,
+    /// What its attempts connect over. An address whose service is reached over both TCP
+    /// and QUIC is two endpoints (HEv3 §5.1).
+    pub(super) transport: TransportKind,
 }
 
 impl Orderable for Endpoint {
@@ -52,6 +55,67 @@ fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
     }
     let len = if dst.is_ipv4() { 32 } else { 128 };
     Some(Source::new(dst, if dst.is_loopback() { len } else { 0 }))
+}
+
+/// The TLS step variant for an endpoint over `transport` of a service with ECH configuration
+/// `ech`: 0 is the race's own step (TCP, no ECH); any other is the `n`-th of `steps`, added
+/// when it is first needed. A QUIC step offers `h3` alone (HEv3 §6.2, R-35: one ALPN list
+/// per transport).
+fn tls_variant(
+    base: &Arc<TlsStep>,
+    steps: &mut Box<[Arc<TlsStep>]>,
+    ech: Option<&Arc<[u8]>>,
+    transport: TransportKind,
+) -> u16 {
+    if ech.is_none() && transport == TransportKind::Tcp {
+        return 0;
+    }
+    let alpn = match transport {
+        TransportKind::Tcp => &base.alpn[..],
+        TransportKind::Quic => TransportKind::Quic.alpn_ids(),
+    };
+    let fits = |s: &Arc<TlsStep>| s.ech.as_deref() == ech.map(|e| &**e) && s.alpn == alpn;
+    let i = steps.iter().position(fits).unwrap_or_else(|| {
+        let mut grown = std::mem::take(steps).into_vec();
+        grown.push(Arc::new(TlsStep {
+            ech: ech.cloned(),
+            alpn: alpn.to_vec(),
+            ..(**base).clone()
+        }));
+        *steps = grown.into_boxed_slice();
+        steps.len() - 1
+    });
+    // A DNS message cannot hold 65 535 ECH configurations.
+    u16::try_from(i + 1).unwrap_or(u16::MAX)
+}
+
+/// Puts a group's endpoints, each transport already sorted by RFC 6724 and route memory,
+/// in the order `order` says (profile P11): QUIC and TCP alternating, QUIC leading on each
+/// address, or every QUIC endpoint first.
+fn merge_transports(
+    lead: Vec<Endpoint>,
+    follow: Vec<Endpoint>,
+    order: QuicOrder,
+) -> impl Iterator<Item = Endpoint> {
+    let mut out = Vec::with_capacity(lead.len() + follow.len());
+    match order {
+        QuicOrder::QuicFirst => {
+            out.extend(lead);
+            out.extend(follow);
+        }
+        QuicOrder::Interleaved => {
+            let (mut lead, mut follow) = (lead.into_iter(), follow.into_iter());
+            loop {
+                let (a, b) = (lead.next(), follow.next());
+                if a.is_none() && b.is_none() {
+                    break;
+                }
+                out.extend(a);
+                out.extend(b);
+            }
+        }
+    }
+    out.into_iter()
 }
 
 impl FastFallbackExchangeFinder {
@@ -91,47 +155,38 @@ impl FastFallbackExchangeFinder {
                 IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
                 v4 => SocketAddr::new(v4, port),
             };
-            let variant = match (tls, c.ech) {
-                (Some(base), Some(ech)) => {
-                    let found = ech_steps
-                        .iter()
-                        .position(|s| s.ech.as_deref() == Some(&**ech));
-                    let i = found.unwrap_or_else(|| {
-                        let mut grown = std::mem::take(ech_steps).into_vec();
-                        grown.push(Arc::new(TlsStep {
-                            ech: Some(Arc::clone(ech)),
-                            ..(**base).clone()
-                        }));
-                        *ech_steps = grown.into_boxed_slice();
-                        ech_steps.len() - 1
-                    });
-                    // A DNS message cannot hold 65 535 ECH configurations.
-                    u16::try_from(i + 1).unwrap_or(u16::MAX)
-                }
-                _ => 0,
-            };
-            match endpoints.iter_mut().find(|e| e.target == target) {
-                // The same address and port in two groups is tried once, in the first.
-                Some(e) if e.listed => {}
-                Some(e) => {
-                    changed |= e.group != c.group;
-                    e.group = c.group;
-                    e.tls_variant = variant;
-                    e.without_svcb = c.without_svcb;
-                    e.listed = true;
-                }
-                None => {
-                    endpoints.push(Endpoint {
-                        logical: c.ip,
-                        target,
-                        source: source_of(sources, c.ip),
-                        tried: false,
-                        group: c.group,
-                        without_svcb: c.without_svcb,
-                        tls_variant: variant,
-                        listed: true,
-                    });
-                    changed = true;
+            let transports = [(c.tcp, TransportKind::Tcp), (c.quic, TransportKind::Quic)];
+            for (_, transport) in transports.into_iter().filter(|(on, _)| *on) {
+                let variant = match tls {
+                    Some(base) => tls_variant(base, ech_steps, c.ech, transport),
+                    None => 0,
+                };
+                let same = |e: &&mut Endpoint| e.target == target && e.transport == transport;
+                match endpoints.iter_mut().find(same) {
+                    // The same address, port and transport in two groups is tried once, in
+                    // the first.
+                    Some(e) if e.listed => {}
+                    Some(e) => {
+                        changed |= e.group != c.group;
+                        e.group = c.group;
+                        e.tls_variant = variant;
+                        e.without_svcb = c.without_svcb;
+                        e.listed = true;
+                    }
+                    None => {
+                        endpoints.push(Endpoint {
+                            logical: c.ip,
+                            target,
+                            source: source_of(sources, c.ip),
+                            tried: false,
+                            group: c.group,
+                            without_svcb: c.without_svcb,
+                            tls_variant: variant,
+                            listed: true,
+                            transport,
+                        });
+                        changed = true;
+                    }
                 }
             }
         });
@@ -161,17 +216,27 @@ impl FastFallbackExchangeFinder {
         };
         if self.endpoints.len() > 1 {
             let first = self.endpoints[0].group;
-            if self.endpoints.iter().all(|e| e.group == first) {
+            let tcp_only = self
+                .endpoints
+                .iter()
+                .all(|e| e.transport == TransportKind::Tcp);
+            if tcp_only && self.endpoints.iter().all(|e| e.group == first) {
                 let sorted = order(self.endpoints.drain(..).collect(), &ctx);
                 self.endpoints.extend(sorted);
             } else {
+                let quic_order = self.policy.quic_order;
                 let mut all: Vec<Endpoint> = self.endpoints.drain(..).collect();
                 all.sort_by_key(|e| e.group);
                 while !all.is_empty() {
                     let g = all[0].group;
                     let n = all.iter().take_while(|e| e.group == g).count();
                     let rest = all.split_off(n);
-                    self.endpoints.extend(order(all, &ctx));
+                    let (quic, tcp) = all
+                        .into_iter()
+                        .partition(|e| e.transport == TransportKind::Quic);
+                    let (quic, tcp) = (order(quic, &ctx), order(tcp, &ctx));
+                    self.endpoints
+                        .extend(merge_transports(quic, tcp, quic_order));
                     all = rest;
                 }
             }
@@ -179,8 +244,14 @@ impl FastFallbackExchangeFinder {
         self.order_dirty = false;
     }
 
+    /// Whether endpoint `e` may start now: a QUIC endpoint waits while the race holds TLS
+    /// for an HTTPS answer, as its one handshake carries the ClientHello (HEv3 §6.1, R-34).
+    pub(super) fn startable(&self, e: &Endpoint) -> bool {
+        !e.tried && (e.transport == TransportKind::Tcp || !self.resolution.holds_tls())
+    }
+
     pub(super) fn has_candidate(&self) -> bool {
         !self.deferred.is_empty()
-            || (self.resolution.moved_on() && self.endpoints.iter().any(|e| !e.tried))
+            || (self.resolution.moved_on() && self.endpoints.iter().any(|e| self.startable(e)))
     }
 }

@@ -67,7 +67,8 @@ impl FastFallbackExchangeFinder {
                 )
                 .offering(policy.alpn)
                 .seeded(seed)
-                .ech_capable(policy.ech && address.is_tls());
+                .ech_capable(policy.ech && address.is_tls())
+                .speaking_quic(policy.quic && address.is_tls());
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }

@@ -50,7 +50,8 @@ impl FastFallbackExchangeFinder {
         let Some(variant) = self
             .endpoints
             .iter()
-            .find(|e| e.target == target && e.listed)
+            .find(|e| e.target == target && e.transport == self.attempts[i].plan.transport)
+            .filter(|e| e.listed)
             .map(|e| e.tls_variant)
         else {
             self.cancel(i, CancelReason::Withdrawn, now);
