@@ -155,8 +155,7 @@ impl FastFallbackExchangeFinder {
                 IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, scope)),
                 v4 => SocketAddr::new(v4, port),
             };
-            let transports = [(c.tcp, TransportKind::Tcp), (c.quic, TransportKind::Quic)];
-            for (_, transport) in transports.into_iter().filter(|(on, _)| *on) {
+            let mut add = |transport| {
                 let variant = match tls {
                     Some(base) => tls_variant(base, ech_steps, c.ech, transport),
                     None => 0,
@@ -188,6 +187,12 @@ impl FastFallbackExchangeFinder {
                         changed = true;
                     }
                 }
+            };
+            if c.tcp {
+                add(TransportKind::Tcp);
+            }
+            if c.quic {
+                add(TransportKind::Quic);
             }
         });
         // HEv3 §7: an attempted endpoint keeps its place; an untried one that left goes.
