@@ -62,7 +62,7 @@ impl fmt::Display for Alpn {
 /// use fastfallback_proto::{Alpn, TransportKind};
 ///
 /// assert_eq!(TransportKind::default(), TransportKind::Tcp);
-/// assert_eq!(TransportKind::Quic.alpn_ids(), [Alpn::H3]);
+/// assert_eq!(TransportKind::QUIC_ALPN, [Alpn::H3]);
 /// assert_eq!(TransportKind::Quic.to_string(), "quic");
 /// ```
 #[derive(Clone, Copy, Debug, Default, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -77,14 +77,8 @@ pub enum TransportKind {
 impl TransportKind {
     /// The ALPN ids every QUIC attempt offers: HTTP/3 alone, the only protocol the engine
     /// speaks over QUIC (HEv3 §6.2: one ProtocolNameList per transport, holding every id the
-    /// client speaks on it). TCP's list is the policy's [`AlpnOffer`].
-    pub fn alpn_ids(self) -> &'static [Alpn] {
-        const QUIC: &[Alpn] = &[Alpn::H3];
-        match self {
-            Self::Tcp => AlpnOffer::Both.ids(),
-            Self::Quic => QUIC,
-        }
-    }
+    /// client speaks on it). TCP's list is the policy's [`AlpnOffer`], so it has no constant.
+    pub const QUIC_ALPN: &'static [Alpn] = &[Alpn::H3];
 }
 
 impl fmt::Display for TransportKind {

@@ -72,7 +72,7 @@ fn tls_variant(
     }
     let alpn = match transport {
         TransportKind::Tcp => &base.alpn[..],
-        TransportKind::Quic => TransportKind::Quic.alpn_ids(),
+        TransportKind::Quic => TransportKind::QUIC_ALPN,
     };
     let fits = |s: &Arc<TlsStep>| s.ech.as_deref() == ech.map(|e| &**e) && s.alpn == alpn;
     let i = steps.iter().position(fits).unwrap_or_else(|| {
