@@ -191,6 +191,18 @@ impl AttemptRecord {
         self.state.in_flight()
     }
 
+    /// The address it connects to: its route's key in route memory.
+    pub fn target(&self) -> std::net::SocketAddr {
+        self.plan.route.target
+    }
+
+    /// Whether it connects over TCP. Only such an attempt teaches its route anything but an
+    /// RTT: a QUIC attempt that fails or lags says something about UDP, not about the route
+    /// (route memory keeps a broken-QUIC record for that instead).
+    pub fn over_tcp(&self) -> bool {
+        self.plan.transport == fastfallback_proto::TransportKind::Tcp
+    }
+
     /// Why it ended badly, if it did: its failure, or the error recorded when it was cancelled.
     pub fn error(&self) -> Option<&AttemptError> {
         match &self.state {

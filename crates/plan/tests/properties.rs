@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use fastfallback_plan::{QuicOrder, StartFloor, WinAt};
 use fastfallback_proto::{Alpn, AttemptErrorKind, AttemptId, HttpsRecord, TransportKind};
-use fastfallback_route::{RouteDatabase, RouteMemory};
+use fastfallback_route::{LessonKind, RouteDatabase, RouteMemory};
 use fastfallback_sim::{Behaviour, Event, Scenario, run_together};
 use proptest::prelude::*;
 
@@ -298,5 +298,44 @@ proptest! {
         let runs = run_together(&[theirs, ours]);
         prop_assert_eq!(&runs[1].events, &solo.events, "\nsolo:\n{}\ntogether:\n{}", solo.timeline(), runs[1].timeline());
         prop_assert_eq!(&runs[1].lessons, &solo.lessons);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn quic_teaches_only_its_own_record_and_only_when_the_race_is_won(c in case()) {
+        // With memory on, on the network a first contact left behind.
+        let db = warmed_memory(&c);
+        let run = with_memory(&c, &db).run();
+        let winner = run.won().and_then(|_| run.attempts.iter().find(|a| a.state == fastfallback_plan::AttemptState::Won));
+        let quic: Vec<_> = run.lessons.iter().filter(|l| l.kind.is_about_quic()).collect();
+        prop_assert!(quic.len() <= 1, "more than one QUIC lesson: {quic:?}");
+        match (winner, quic.first().map(|l| l.kind)) {
+            (Some(w), Some(LessonKind::QuicWorked)) => prop_assert!(!w.over_tcp()),
+            (Some(w), Some(LessonKind::QuicBroken)) => {
+                prop_assert!(w.over_tcp());
+                prop_assert!(
+                    run.attempts.iter().any(|a| !a.over_tcp() && a.started <= w.started),
+                    "QUIC judged broken though no QUIC attempt started before the winner:\n{}",
+                    run.timeline()
+                );
+            }
+            (Some(w), None) => prop_assert!(
+                w.over_tcp() && run.attempts.iter().all(|a| a.over_tcp() || a.started > w.started),
+                "a race with a fair QUIC attempt taught nothing of QUIC:\n{}",
+                run.timeline()
+            ),
+            (None, lesson) => prop_assert!(lesson.is_none(), "a race without a winner judged QUIC"),
+            (Some(_), Some(other)) => prop_assert!(false, "not a QUIC lesson: {other:?}"),
+        }
+        // A QUIC attempt teaches its route nothing but a completed handshake's RTT.
+        for l in run.lessons.iter().filter(|l| !l.kind.is_about_quic()) {
+            let by_quic_only = run.attempts.iter().all(|a| a.target() != l.target || !a.over_tcp());
+            if by_quic_only {
+                prop_assert!(matches!(l.kind, LessonKind::Connected { .. }), "{l:?}\n{}", run.timeline());
+            }
+        }
     }
 }

@@ -59,10 +59,13 @@ impl FastFallbackExchangeFinder {
                 self.win(Winner::Attempt(id), Some(i), now);
             }
             AttemptEvent::Failed { error, follow_up } => {
-                let target = self.attempts[i].plan.route.target;
+                let (target, over_tcp) = (self.attempts[i].target(), self.attempts[i].over_tcp());
                 let (kind, phase) = (error.kind, error.phase);
                 if self.end(i, AttemptState::Failed(error), now) {
-                    self.learn(target, now, LessonKind::Failed { kind, phase });
+                    // A QUIC failure is judged when the race ends (`judge_quic`).
+                    if over_tcp {
+                        self.learn(target, now, LessonKind::Failed { kind, phase });
+                    }
                     if let Some(plan) = follow_up {
                         self.deferred.push(plan);
                     }
@@ -250,11 +253,12 @@ impl FastFallbackExchangeFinder {
 
     /// The one way the race stops an attempt, whatever the reason. The error records the step
     /// the attempt was in; route memory learns a lower bound on the route's RTT if its TCP
-    /// handshake never finished, and a failure if it timed out; a loser's plan is queued for
-    /// reuse (OkHttp's deferred plans).
+    /// handshake never finished, and a failure if it timed out (a QUIC attempt teaches the
+    /// route neither: see `judge_quic`); a loser's plan is queued for reuse (OkHttp's
+    /// deferred plans).
     pub(super) fn cancel(&mut self, i: usize, reason: CancelReason, now: Instant) {
         let a = &self.attempts[i];
-        let (id, target, step) = (a.id, a.plan.route.target, a.state.step());
+        let (id, target, step, over_tcp) = (a.id, a.target(), a.state.step(), a.over_tcp());
         let elapsed = now - a.started;
         let (kind, detail) = match reason {
             CancelReason::AttemptTimeout => (
@@ -272,10 +276,10 @@ impl FastFallbackExchangeFinder {
         if !self.end(i, AttemptState::Cancelled { reason, error }, now) {
             return;
         }
-        if step == Phase::Tcp {
+        if over_tcp && step == Phase::Tcp {
             self.learn(target, now, LessonKind::Unfinished { elapsed });
         }
-        if reason == CancelReason::AttemptTimeout {
+        if over_tcp && reason == CancelReason::AttemptTimeout {
             let phase = step;
             self.learn(target, now, LessonKind::Failed { kind, phase });
         }

@@ -90,8 +90,9 @@ fn tls_variant(
 }
 
 /// Puts a group's endpoints, each transport already sorted by RFC 6724 and route memory,
-/// in the order `order` says (profile P11): QUIC and TCP alternating, QUIC leading on each
-/// address, or every QUIC endpoint first.
+/// in the order `order` says (profile P11): the two transports alternating, `lead` first on
+/// each address, or every `lead` endpoint first. QUIC leads unless route memory says it is
+/// broken for the origin, and then TCP does.
 fn merge_transports(
     lead: Vec<Endpoint>,
     follow: Vec<Endpoint>,
@@ -230,6 +231,8 @@ impl FastFallbackExchangeFinder {
                 self.endpoints.extend(sorted);
             } else {
                 let quic_order = self.policy.quic_order;
+                // Broken-QUIC memory (HEv3 §5.3, R-21): TCP leads; QUIC still follows it.
+                let quic_broken = ctx.memory.is_some_and(|m| m.is_quic_broken(now));
                 let mut all: Vec<Endpoint> = self.endpoints.drain(..).collect();
                 all.sort_by_key(|e| e.group);
                 while !all.is_empty() {
@@ -240,8 +243,13 @@ impl FastFallbackExchangeFinder {
                         .into_iter()
                         .partition(|e| e.transport == TransportKind::Quic);
                     let (quic, tcp) = (order(quic, &ctx), order(tcp, &ctx));
+                    let (lead, follow) = if quic_broken {
+                        (tcp, quic)
+                    } else {
+                        (quic, tcp)
+                    };
                     self.endpoints
-                        .extend(merge_transports(quic, tcp, quic_order));
+                        .extend(merge_transports(lead, follow, quic_order));
                     all = rest;
                 }
             }

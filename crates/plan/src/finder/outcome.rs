@@ -4,6 +4,8 @@ use fastfallback_proto::{
     AttemptFailure, CancelReason, Instant, Output, RaceError, RaceErrorKind, Winner,
 };
 
+use fastfallback_route::LessonKind;
+
 use super::FastFallbackExchangeFinder;
 use crate::attempt::AttemptState;
 use crate::timer::Timer;
@@ -27,6 +29,7 @@ impl FastFallbackExchangeFinder {
         }
         if let Some(i) = index {
             self.end(i, AttemptState::Won, now);
+            self.judge_quic(i, now);
         }
         // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still
         // fill the cache until `now + dns_tail`. A race that won while waiting sent none.
@@ -39,6 +42,28 @@ impl FastFallbackExchangeFinder {
             .then(|| now + self.policy.dns_tail);
         self.timers.set(Timer::DnsTail, tail);
         self.out.push_back(Output::Done(winner));
+    }
+
+    /// What the win of attempt `winner` says about QUIC to the origin, for route memory's
+    /// broken-QUIC record (Chromium's broken alternative services). A QUIC winner says QUIC
+    /// works ([`LessonKind::QuicWorked`]). A TCP winner says QUIC is broken
+    /// ([`LessonKind::QuicBroken`]) when a QUIC attempt of this exchange started no later
+    /// than the winner and did not win: it failed, or was still in its handshake when a
+    /// connection that started after it was done. QUIC attempts that started after the
+    /// winner had no fair chance, so they say nothing.
+    fn judge_quic(&mut self, winner: usize, now: Instant) {
+        let w = &self.attempts[winner];
+        let lesson = if !w.over_tcp() {
+            Some((w.target(), LessonKind::QuicWorked))
+        } else {
+            self.attempts
+                .iter()
+                .find(|a| !a.over_tcp() && a.exchange == w.exchange && a.started <= w.started)
+                .map(|a| (a.target(), LessonKind::QuicBroken))
+        };
+        if let Some((target, kind)) = lesson {
+            self.learn(target, now, kind);
+        }
     }
 
     /// The attempt in flight nearest to a connection: the first whose TCP handshake finished,

@@ -34,6 +34,11 @@
 //! Convergence ("clients with different histories eventually converge") comes from expiry
 //! ([`RouteMemory::ttl`]) and from races that ignore history now and then
 //! ([`RouteMemory::explore_one_in`]).
+//!
+//! QUIC has a record of its own (the `quic` module): a UDP path that does not work says
+//! nothing about TCP to the same address, so a QUIC attempt's failure never postpones the
+//! route or marks its family. When TCP wins while QUIC did not, QUIC follows TCP for a while
+//! that doubles each time ([`LessonKind::QuicBroken`], [`QUIC_BROKEN_FOR`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -46,10 +51,13 @@ use crate::{Address, Host};
 
 mod key;
 mod persist;
+mod quic;
 
 use key::{OriginKey, OriginRef};
+use quic::QuicRecord;
 
 pub use persist::{MAX_FILE_BYTES, PersistError};
+pub use quic::QUIC_BROKEN_FOR;
 
 /// Settings for route memory.
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
@@ -118,6 +126,20 @@ pub enum LessonKind {
         /// In which step.
         phase: Phase,
     },
+    /// A QUIC handshake to the origin completed: QUIC works there. Forgets the origin's
+    /// broken-QUIC record and the network's.
+    QuicWorked,
+    /// TCP won while a QUIC attempt that had started no later than the winner did not
+    /// finish: QUIC follows TCP for the origin on this network (and for origins with no
+    /// record of their own) for [`QUIC_BROKEN_FOR`], doubled for each time in a row.
+    QuicBroken,
+}
+
+impl LessonKind {
+    /// Whether the lesson is about QUIC to the origin rather than about one route.
+    pub fn is_about_quic(self) -> bool {
+        matches!(self, Self::QuicWorked | Self::QuicBroken)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
@@ -172,6 +194,8 @@ impl RouteRecord {
                 self.failed_at = Some(at);
                 self.failures = self.failures.saturating_add(1);
             }
+            // Not about the route: never handed to a route record.
+            LessonKind::QuicWorked | LessonKind::QuicBroken => return,
         }
         self.touched = at;
     }
@@ -202,6 +226,7 @@ impl FamilyRecord {
                     self.path_failure_at = Some(at);
                 }
             }
+            LessonKind::QuicWorked | LessonKind::QuicBroken => {}
         }
     }
 }
@@ -219,10 +244,15 @@ fn teaches_family(target: SocketAddr) -> bool {
     }
 }
 
-/// Applies `lesson` to the record of its target's family, unless the target says nothing
-/// about the family's path ([`teaches_family`]).
-fn learn_family(families: &mut [FamilyRecord; 2], lesson: &Lesson) {
-    if teaches_family(lesson.target) {
+/// Applies `lesson` to what the network knows (its target's family record, or its QUIC
+/// record), unless the target says nothing about the network's paths ([`teaches_family`]).
+fn learn_network(families: &mut [FamilyRecord; 2], quic: &mut Option<QuicRecord>, lesson: &Lesson) {
+    if !teaches_family(lesson.target) {
+        return;
+    }
+    if lesson.kind.is_about_quic() {
+        *quic = QuicRecord::learn(*quic, lesson.kind, lesson.at);
+    } else {
         families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
     }
 }
@@ -258,14 +288,19 @@ fn slot(f: Family) -> usize {
 pub struct MemoryView {
     /// [`RouteMemory::enabled`] and [`RouteMemory::ttl`], the only settings a view reads:
     /// kept alone, the view is 16 bytes smaller, which keeps the race that holds it within
-    /// the allocator's per-thread cache (docs/benchmarks.md).
+    /// the allocator's small-chunk range (docs/benchmarks.md). The TTL is kept in whole
+    /// nanoseconds (saturating at 584 years), 8 bytes less than a `Duration`, for room for
+    /// the QUIC record.
     enabled: bool,
-    ttl: Duration,
+    ttl_nanos: u64,
     routes: Vec<(SocketAddr, RouteRecord)>,
     families: [FamilyRecord; 2],
     /// Whether routes are learned locally; not for an IP literal, whose one route is never
     /// reordered.
     keeps_routes: bool,
+    /// Until when QUIC follows TCP: the origin's broken-QUIC record, or the network's when
+    /// the origin has none.
+    quic_broken_until: Option<Instant>,
 }
 
 /// The most routes one view (one origin) holds; more are not learned locally.
@@ -276,10 +311,11 @@ impl MemoryView {
     pub fn empty(config: RouteMemory) -> Self {
         Self {
             enabled: config.enabled,
-            ttl: config.ttl,
+            ttl_nanos: u64::try_from(config.ttl.as_nanos()).unwrap_or(u64::MAX),
             routes: Vec::new(),
             families: [FamilyRecord::default(); 2],
             keeps_routes: true,
+            quic_broken_until: None,
         }
     }
 
@@ -296,11 +332,17 @@ impl MemoryView {
         self.enabled
     }
 
+    /// How long an entry is believed ([`RouteMemory::ttl`]).
+    fn ttl(&self) -> Duration {
+        Duration::from_nanos(self.ttl_nanos)
+    }
+
     /// Forgets what this view knows but keeps learning: a race that ignores history
     /// ([`RouteMemory::explore_one_in`]).
     pub fn forget(&mut self) {
         self.routes.clear();
         self.families = [FamilyRecord::default(); 2];
+        self.quic_broken_until = None;
     }
 
     /// Applies one lesson locally, as the store will when the driver hands it over.
@@ -308,8 +350,19 @@ impl MemoryView {
         if !self.enabled {
             return;
         }
-        learn_family(&mut self.families, lesson);
-        if !self.keeps_routes {
+        match lesson.kind {
+            // Locally the first period is enough: the store knows how many came before.
+            LessonKind::QuicWorked => self.quic_broken_until = None,
+            LessonKind::QuicBroken => {
+                let until = lesson.at + QUIC_BROKEN_FOR;
+                self.quic_broken_until = self.quic_broken_until.max(Some(until));
+            }
+            _ if teaches_family(lesson.target) => {
+                self.families[slot(Family::of(lesson.target.ip()))].learn(lesson.kind, lesson.at);
+            }
+            _ => {}
+        }
+        if !self.keeps_routes || lesson.kind.is_about_quic() {
             return;
         }
         if let Some((_, r)) = self.routes.iter_mut().find(|(t, _)| *t == lesson.target) {
@@ -331,7 +384,7 @@ impl MemoryView {
     /// Whether `target` failed within the TTL and has not connected since (OkHttp's
     /// `shouldPostpone`, with expiry).
     pub fn is_postponed(&self, target: SocketAddr, now: Instant) -> bool {
-        let ttl = self.ttl;
+        let ttl = self.ttl();
         self.route(target)
             .and_then(|r| r.failed_at)
             .is_some_and(|at| now - at <= ttl)
@@ -339,19 +392,19 @@ impl MemoryView {
 
     /// The route's smoothed RTT, if known and fresh.
     pub fn srtt(&self, target: SocketAddr, now: Instant) -> Option<Duration> {
-        self.route(target).and_then(|r| r.rtt.get(now, self.ttl))
+        self.route(target).and_then(|r| r.rtt.get(now, self.ttl()))
     }
 
     /// The family's recent smoothed RTT on this network, if known and fresh.
     pub fn family_srtt(&self, family: Family, now: Instant) -> Option<Duration> {
-        self.families[slot(family)].rtt.get(now, self.ttl)
+        self.families[slot(family)].rtt.get(now, self.ttl())
     }
 
     /// Whether `family` had a path failure within the TTL with no success since.
     pub fn family_path_failed(&self, family: Family, now: Instant) -> bool {
         self.families[slot(family)]
             .path_failure_at
-            .is_some_and(|at| now - at <= self.ttl)
+            .is_some_and(|at| now - at <= self.ttl())
     }
 
     /// Whether history says `family` should not lead, given the other family is available: it
@@ -370,9 +423,22 @@ impl MemoryView {
         }
     }
 
-    /// Whether this view knows anything (a route or a family record).
+    /// Whether QUIC to the origin is believed broken at `now` ([`LessonKind::QuicBroken`]):
+    /// the race then lets TCP lead each address.
+    pub fn is_quic_broken(&self, now: Instant) -> bool {
+        self.quic_broken_until.is_some_and(|until| now < until)
+    }
+
+    /// Until when QUIC is believed broken, if it is at `now`.
+    pub fn quic_broken_until(&self, now: Instant) -> Option<Instant> {
+        self.quic_broken_until.filter(|until| now < *until)
+    }
+
+    /// Whether this view knows anything (a route, a family record or a broken QUIC).
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty() && self.families == [FamilyRecord::default(); 2]
+        self.routes.is_empty()
+            && self.families == [FamilyRecord::default(); 2]
+            && self.quic_broken_until.is_none()
     }
 }
 
@@ -380,20 +446,44 @@ impl MemoryView {
 struct OriginMemory {
     routes: Vec<(SocketAddr, RouteRecord)>,
     touched: Instant,
+    quic: Option<QuicRecord>,
 }
 
 impl OriginMemory {
-    /// Applies `lessons` to this origin's routes and to the network's `families`, keeping the
-    /// network's route count.
+    /// How many of the network's `max_routes` this origin takes: one per route, and one for
+    /// its QUIC record.
+    fn slots(&self) -> usize {
+        self.routes.len() + usize::from(self.quic.is_some())
+    }
+
+    /// Whether eviction keeps the origin at `now`: it was touched within the TTL, or its QUIC
+    /// record is still alive.
+    fn fresh(&self, now: Instant, ttl: Duration) -> bool {
+        now - self.touched <= ttl || self.quic.is_some_and(|q| q.alive(now, ttl))
+    }
+
+    /// Applies `lessons` to this origin's routes and QUIC record and to what the network
+    /// knows (`families`, `quic`), keeping the network's count of slots.
     fn learn(
         &mut self,
         families: &mut [FamilyRecord; 2],
+        quic: &mut Option<QuicRecord>,
         count: &mut usize,
         lessons: impl Iterator<Item = Lesson>,
     ) {
         for lesson in lessons {
-            learn_family(families, &lesson);
+            learn_network(families, quic, &lesson);
             self.touched = self.touched.max(lesson.at);
+            if lesson.kind.is_about_quic() {
+                let had = self.quic.is_some();
+                self.quic = QuicRecord::learn(self.quic, lesson.kind, lesson.at);
+                match (had, self.quic.is_some()) {
+                    (false, true) => *count += 1,
+                    (true, false) => *count -= 1,
+                    _ => {}
+                }
+                continue;
+            }
             match self.routes.iter().position(|(t, _)| *t == lesson.target) {
                 Some(i) => self.routes[i].1.learn(lesson.kind, lesson.at),
                 None if self.routes.len() < MAX_ROUTES_PER_ORIGIN => {
@@ -412,7 +502,10 @@ impl OriginMemory {
 struct NetworkMemory {
     id: NetworkId,
     families: [FamilyRecord; 2],
+    /// The network's broken-QUIC record, for origins with none of their own.
+    quic: Option<QuicRecord>,
     origins: HashMap<OriginKey, OriginMemory, FxBuildHasher>,
+    /// Slots taken ([`OriginMemory::slots`]): routes, and origins' QUIC records.
     routes: usize,
 }
 
@@ -421,6 +514,7 @@ impl NetworkMemory {
         Self {
             id,
             families: [FamilyRecord::default(); 2],
+            quic: None,
             origins: HashMap::default(),
             routes: 0,
         }
@@ -438,7 +532,12 @@ impl NetworkMemory {
         config: RouteMemory,
     ) {
         if let Some(origin) = self.origins.get_mut(&(host, port) as &dyn OriginRef) {
-            origin.learn(&mut self.families, &mut self.routes, lessons);
+            origin.learn(
+                &mut self.families,
+                &mut self.quic,
+                &mut self.routes,
+                lessons,
+            );
             return;
         }
         if self.routes >= config.max_routes {
@@ -447,16 +546,22 @@ impl NetworkMemory {
         let mut fresh = OriginMemory {
             routes: Vec::new(),
             touched: now,
+            quic: None,
         };
-        fresh.learn(&mut self.families, &mut self.routes, lessons);
+        fresh.learn(
+            &mut self.families,
+            &mut self.quic,
+            &mut self.routes,
+            lessons,
+        );
         self.origins.insert(OriginKey::new(host, port), fresh);
     }
 
     /// Drops expired origins, then the least recently touched eighth while over `max_routes`.
     fn evict(&mut self, now: Instant, config: RouteMemory) {
         let ttl = config.ttl;
-        self.origins.retain(|_, o| now - o.touched <= ttl);
-        self.routes = self.origins.values().map(|o| o.routes.len()).sum();
+        self.origins.retain(|_, o| o.fresh(now, ttl));
+        self.routes = self.origins.values().map(OriginMemory::slots).sum();
         while self.routes >= config.max_routes && !self.origins.is_empty() {
             // The `drop` least recently touched go: those before the cut, then as many at it.
             let mut ages: Vec<Instant> = self.origins.values().map(|o| o.touched).collect();
@@ -469,7 +574,7 @@ impl NetworkMemory {
                 let goes = o.touched < cut || (o.touched == cut && at_cut > 0);
                 if goes {
                     at_cut -= usize::from(o.touched == cut);
-                    *routes -= o.routes.len();
+                    *routes -= o.slots();
                 }
                 !goes
             });
@@ -572,10 +677,17 @@ impl RouteDatabase {
                 return;
             };
             view.families = net.families;
-            if let Some(o) = net.origins.get(&(host, port) as &dyn OriginRef) {
+            let origin = net.origins.get(&(host, port) as &dyn OriginRef);
+            if let Some(o) = origin {
                 view.routes
                     .extend(o.routes.iter().filter(|(_, r)| r.fresh(now, ttl)));
             }
+            // The origin's own QUIC record, once it has one, outranks the network's.
+            let quic = match origin {
+                Some(OriginMemory { quic: Some(q), .. }) => Some(q),
+                _ => net.quic.as_ref(),
+            };
+            view.quic_broken_until = quic.and_then(|q| q.broken_at(now));
         });
         view
     }
@@ -624,7 +736,7 @@ impl RouteDatabase {
             let net = inner.network_mut(network);
             if matches!(host, Host::Ip(_)) {
                 for lesson in lessons {
-                    learn_family(&mut net.families, &lesson);
+                    learn_network(&mut net.families, &mut net.quic, &lesson);
                 }
                 return;
             }
@@ -633,7 +745,8 @@ impl RouteDatabase {
         true
     }
 
-    /// Number of routes remembered on `network` (expired ones included until evicted).
+    /// Number of routes remembered on `network`, with one for each origin's broken-QUIC
+    /// record (expired ones included until evicted).
     pub fn len(&self, network: NetworkId) -> usize {
         self.with(|inner| inner.network(network).map_or(0, |n| n.routes))
     }
@@ -641,10 +754,9 @@ impl RouteDatabase {
     /// Whether nothing at all is remembered, on any network.
     pub fn is_empty(&self) -> bool {
         self.with(|inner| {
-            inner
-                .networks
-                .iter()
-                .all(|n| n.routes == 0 && n.families == [FamilyRecord::default(); 2])
+            inner.networks.iter().all(|n| {
+                n.routes == 0 && n.families == [FamilyRecord::default(); 2] && n.quic.is_none()
+            })
         })
     }
 
@@ -681,324 +793,4 @@ impl RouteDatabase {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use fastfallback_proto::AttemptErrorKind;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn at(n: u64) -> Instant {
-        Instant::from_millis(n)
-    }
-
-    const V6: &str = "[2001:db8::a]:443";
-    const V4: &str = "192.0.2.1:443";
-    const HOME: NetworkId = NetworkId(1);
-
-    fn origin() -> Address {
-        Address::parse("https://example.com").unwrap()
-    }
-
-    fn lesson(target: &str, t: u64, kind: LessonKind) -> Lesson {
-        Lesson {
-            target: target.parse().unwrap(),
-            at: at(t),
-            kind,
-        }
-    }
-
-    fn failed(kind: AttemptErrorKind) -> LessonKind {
-        LessonKind::Failed {
-            kind,
-            phase: Phase::Tcp,
-        }
-    }
-
-    fn db_with(config: RouteMemory, lessons: &[Lesson]) -> RouteDatabase {
-        let db = RouteDatabase::new(config);
-        db.learn(HOME, &origin(), lessons.iter().copied());
-        db
-    }
-
-    fn connected(rtt_ms: u64) -> LessonKind {
-        LessonKind::Connected { rtt: ms(rtt_ms) }
-    }
-
-    #[test]
-    fn loopback_connects_teach_no_family_record() {
-        let mut view = MemoryView::empty(RouteMemory::default());
-        for target in ["127.0.0.1:80", "[::1]:80", "[::ffff:127.0.0.1]:80"] {
-            view.learn(&lesson(target, 0, connected(1)));
-            view.learn(&lesson(target, 0, failed(AttemptErrorKind::Unreachable)));
-        }
-        assert_eq!(view.family_srtt(Family::V4, at(1)), None);
-        assert_eq!(view.family_srtt(Family::V6, at(1)), None);
-        assert!(!view.family_path_failed(Family::V6, at(1)));
-        view.learn(&lesson(V4, 0, connected(30)));
-        assert_eq!(view.family_srtt(Family::V4, at(1)), Some(ms(30)));
-    }
-
-    #[test]
-    fn an_ip_literal_loopback_race_teaches_the_store_nothing() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        let literal = Address::parse("127.0.0.1:8080").unwrap();
-        let learned = db.learn(HOME, &literal, [lesson("127.0.0.1:8080", 0, connected(1))]);
-        assert!(!learned);
-        assert!(db.is_empty());
-        let remote = Address::parse("192.0.2.1:443").unwrap();
-        assert!(db.learn(HOME, &remote, [lesson(V4, 0, connected(30))]));
-        assert!(!db.is_empty());
-    }
-
-    #[test]
-    fn a_loopback_literal_race_keeps_no_memory_and_a_remote_literal_one_learns() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        for loopback in ["127.0.0.1:8080", "[::1]:8080", "[::ffff:127.0.0.1]:8080"] {
-            let view = db.view(HOME, &Address::parse(loopback).unwrap(), at(0));
-            assert!(!view.is_enabled(), "{loopback}");
-        }
-        let remote = Address::parse("192.0.2.1:443").unwrap();
-        assert!(db.view(HOME, &remote, at(0)).is_enabled());
-        assert!(db.learn(HOME, &remote, [lesson("192.0.2.1:443", 0, connected(30))]));
-    }
-
-    #[test]
-    fn localhost_routes_are_remembered_without_marking_their_families() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        let localhost = Address::parse("localhost:8080").unwrap();
-        let lessons = [
-            lesson("[::1]:8080", 0, failed(AttemptErrorKind::Refused)),
-            lesson("127.0.0.1:8080", 1, connected(1)),
-        ];
-        assert!(db.learn(HOME, &localhost, lessons));
-        let view = db.view(HOME, &localhost, at(2));
-        // The refused ::1 waits its turn next time (its route record), and neither family's
-        // record moved: a local server says nothing about the network's paths.
-        assert!(view.is_postponed("[::1]:8080".parse().unwrap(), at(2)));
-        assert_eq!(view.family_srtt(Family::V4, at(2)), None);
-        assert!(!view.family_path_failed(Family::V6, at(2)));
-    }
-
-    #[test]
-    fn tcp_failures_postpone_the_route_until_ttl() {
-        let config = RouteMemory {
-            ttl: ms(1000),
-            ..Default::default()
-        };
-        let db = db_with(config, &[lesson(V6, 0, failed(AttemptErrorKind::Refused))]);
-        let r = V6.parse().unwrap();
-        assert!(db.view(HOME, &origin(), at(1000)).is_postponed(r, at(1000)));
-        assert!(!db.view(HOME, &origin(), at(1000)).is_postponed(r, at(1001)));
-    }
-
-    #[test]
-    fn tls_failures_are_remembered_but_do_not_mark_the_family() {
-        let tls_timeout = LessonKind::Failed {
-            kind: AttemptErrorKind::TimedOut,
-            phase: Phase::Tls,
-        };
-        let db = db_with(RouteMemory::default(), &[lesson(V4, 0, tls_timeout)]);
-        let view = db.view(HOME, &origin(), at(5));
-        assert!(view.is_postponed(V4.parse().unwrap(), at(5)));
-        assert!(!view.family_path_failed(Family::V4, at(5)));
-    }
-
-    #[test]
-    fn srtt_follows_rfc6298_smoothing() {
-        let db = db_with(
-            RouteMemory::default(),
-            &[
-                lesson(V4, 0, LessonKind::Connected { rtt: ms(80) }),
-                lesson(V4, 1, LessonKind::Connected { rtt: ms(160) }),
-            ],
-        );
-        let view = db.view(HOME, &origin(), at(2));
-        assert_eq!(view.srtt(V4.parse().unwrap(), at(2)), Some(ms(90)));
-    }
-
-    #[test]
-    fn unfinished_attempt_raises_srtt_to_a_lower_bound() {
-        let db = db_with(
-            RouteMemory::default(),
-            &[
-                lesson(V6, 0, LessonKind::Connected { rtt: ms(20) }),
-                lesson(V6, 300, LessonKind::Unfinished { elapsed: ms(270) }),
-                lesson(V6, 400, LessonKind::Unfinished { elapsed: ms(100) }),
-            ],
-        );
-        let view = db.view(HOME, &origin(), at(400));
-        assert_eq!(view.srtt(V6.parse().unwrap(), at(400)), Some(ms(270)));
-        assert_eq!(view.family_srtt(Family::V6, at(400)), Some(ms(270)));
-    }
-
-    #[test]
-    fn a_measured_sample_replaces_a_lower_bound() {
-        let db = db_with(
-            RouteMemory::default(),
-            &[
-                lesson(V6, 0, LessonKind::Unfinished { elapsed: ms(250) }),
-                lesson(V6, 10, LessonKind::Connected { rtt: ms(20) }),
-                lesson(V6, 20, LessonKind::Connected { rtt: ms(100) }),
-            ],
-        );
-        let view = db.view(HOME, &origin(), at(30));
-        // 20 replaced the bound of 250; then 7/8 × 20 + 1/8 × 100 = 30.
-        assert_eq!(view.srtt(V6.parse().unwrap(), at(30)), Some(ms(30)));
-    }
-
-    #[test]
-    fn entries_expire_after_ttl() {
-        let config = RouteMemory {
-            ttl: ms(100),
-            ..Default::default()
-        };
-        let db = db_with(
-            config,
-            &[lesson(V4, 0, LessonKind::Connected { rtt: ms(20) })],
-        );
-        let r = V4.parse().unwrap();
-        assert_eq!(
-            db.view(HOME, &origin(), at(100)).srtt(r, at(100)),
-            Some(ms(20))
-        );
-        let late = db.view(HOME, &origin(), at(101));
-        assert_eq!(late.srtt(r, at(101)), None);
-        assert_eq!(late.family_srtt(Family::V4, at(101)), None);
-    }
-
-    #[test]
-    fn size_stays_bounded_and_the_oldest_origins_go_first() {
-        let db = RouteDatabase::new(RouteMemory {
-            max_routes: 16,
-            ..Default::default()
-        });
-        let target: SocketAddr = V4.parse().unwrap();
-        for i in 0..100u64 {
-            let o = Address::parse(&format!("tcp://h{i}.example:443")).unwrap();
-            let l = Lesson {
-                target,
-                at: at(i),
-                kind: LessonKind::Connected { rtt: ms(10) },
-            };
-            db.learn(HOME, &o, [l]);
-            assert!(db.len(HOME) <= 16);
-        }
-        let newest = Address::parse("tcp://h99.example:443").unwrap();
-        let oldest = Address::parse("tcp://h0.example:443").unwrap();
-        assert!(
-            db.view(HOME, &newest, at(100))
-                .srtt(target, at(100))
-                .is_some()
-        );
-        assert!(
-            db.view(HOME, &oldest, at(100))
-                .srtt(target, at(100))
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn path_failure_marks_family_worse_until_success() {
-        let mut view = MemoryView::empty(RouteMemory::default());
-        view.learn(&lesson(V6, 0, failed(AttemptErrorKind::Unreachable)));
-        assert!(view.family_is_worse(Family::V6, ms(100), at(1)));
-        assert!(!view.family_is_worse(Family::V4, ms(100), at(1)));
-        view.learn(&lesson(
-            "[2001:db8::b]:443",
-            2,
-            LessonKind::Connected { rtt: ms(20) },
-        ));
-        assert!(!view.family_is_worse(Family::V6, ms(100), at(3)));
-    }
-
-    #[test]
-    fn slow_family_is_worse_only_beyond_the_margin() {
-        let mut view = MemoryView::empty(RouteMemory::default());
-        view.learn(&lesson(V4, 0, LessonKind::Connected { rtt: ms(20) }));
-        view.learn(&lesson(V6, 0, LessonKind::Connected { rtt: ms(100) }));
-        assert!(!view.family_is_worse(Family::V6, ms(100), at(1)));
-        view.learn(&lesson(V6, 1, LessonKind::Unfinished { elapsed: ms(270) }));
-        assert!(view.family_is_worse(Family::V6, ms(100), at(2)));
-    }
-
-    #[test]
-    fn disabled_memory_records_nothing() {
-        let config = RouteMemory {
-            enabled: false,
-            ..Default::default()
-        };
-        let db = db_with(config, &[lesson(V4, 0, failed(AttemptErrorKind::Refused))]);
-        assert!(db.is_empty());
-        let mut view = MemoryView::disabled();
-        view.learn(&lesson(V4, 0, LessonKind::Connected { rtt: ms(1) }));
-        assert!(view.is_empty());
-    }
-
-    #[test]
-    fn routes_learned_for_one_origin_do_not_reorder_another() {
-        let db = db_with(
-            RouteMemory::default(),
-            &[lesson(V6, 0, failed(AttemptErrorKind::Refused))],
-        );
-        let other = Address::parse("https://other.example").unwrap();
-        let view = db.view(HOME, &other, at(1));
-        assert!(!view.is_postponed(V6.parse().unwrap(), at(1)));
-        // Family health is a property of the network, so it is shared.
-        let db = db_with(
-            RouteMemory::default(),
-            &[lesson(V6, 0, failed(AttemptErrorKind::Unreachable))],
-        );
-        assert!(
-            db.view(HOME, &other, at(1))
-                .family_path_failed(Family::V6, at(1))
-        );
-    }
-
-    #[test]
-    fn an_ip_literal_origin_teaches_only_the_family_records() {
-        let literal = Address::parse("tcp://192.0.2.1:443").unwrap();
-        let db = RouteDatabase::new(RouteMemory::default());
-        db.learn(
-            HOME,
-            &literal,
-            [lesson(V4, 0, LessonKind::Connected { rtt: ms(30) })],
-        );
-        assert_eq!(db.len(HOME), 0, "no route kept for a single-route origin");
-        let view = db.view(HOME, &origin(), at(1));
-        assert_eq!(view.family_srtt(Family::V4, at(1)), Some(ms(30)));
-    }
-
-    #[test]
-    fn another_network_sets_memory_aside_until_it_comes_back() {
-        let db = db_with(
-            RouteMemory::default(),
-            &[lesson(V6, 0, failed(AttemptErrorKind::Unreachable))],
-        );
-        let away = NetworkId(2);
-        assert!(db.view(away, &origin(), at(1)).is_empty());
-        db.learn(
-            away,
-            &origin(),
-            [lesson(V6, 2, LessonKind::Connected { rtt: ms(5) })],
-        );
-        assert_eq!(db.networks(), [away, HOME]);
-        let back = db.view(HOME, &origin(), at(3));
-        assert!(back.family_path_failed(Family::V6, at(3)));
-    }
-
-    #[test]
-    fn only_a_few_networks_are_kept() {
-        let db = RouteDatabase::new(RouteMemory::default());
-        for n in 0..10 {
-            db.learn(
-                NetworkId(n),
-                &origin(),
-                [lesson(V4, n, LessonKind::Connected { rtt: ms(5) })],
-            );
-        }
-        assert_eq!(db.networks().len(), MAX_NETWORKS);
-        assert_eq!(db.networks()[0], NetworkId(9));
-    }
-}
+mod tests;

@@ -5,10 +5,11 @@
 //!
 //! ```text
 //! "FFRM"  version:u8  written_wall_secs:u64  networks:u8
-//!   per network:   id:u64  family × 2  origins:u16
+//!   per network:   id:u64  family × 2  quic  origins:u16
 //!     family:      srtt_us:u32  rtt_age_ms:u32  path_failure_age_ms:u32
 //!                  (srtt_us's top bit marks a lower bound rather than a measurement)
-//!     per origin:  host  port:u16  touched_age_ms:u32  routes:u8
+//!     quic:        until_ms:i64  marks:u8   (version 2 on; i64::MIN: no record)
+//!     per origin:  host  port:u16  touched_age_ms:u32  routes:u8  quic
 //!       host:      0 len:u8 name | 4 ipv4 (4 bytes) | 6 ipv6 (16 bytes)
 //!       per route: target  srtt_us:u32  rtt_age_ms:u32  failed_age_ms:u32  failures:u16
 //!                  touched_age_ms:u32
@@ -18,7 +19,11 @@
 //!
 //! Times are ages in milliseconds at the moment of writing (`NONE` = absent), so a file is
 //! independent of the writing process's clock. On reading, the wall-clock time since the file
-//! was written is added to every age.
+//! was written is added to every age. A QUIC record's `until_ms` looks forward instead: how
+//! long its broken period still ran when the file was written (negative: how long ago it
+//! had ended).
+//!
+//! Version 1 files (no QUIC records) are still read; files are written as version 2.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -28,12 +33,14 @@ use fastfallback_proto::Instant;
 
 use super::{
     FamilyRecord, Inner, MAX_NETWORKS, MAX_ROUTES_PER_ORIGIN, NetworkId, NetworkMemory, OriginKey,
-    OriginMemory, RouteMemory, RouteRecord, Rtt,
+    OriginMemory, QuicRecord, RouteMemory, RouteRecord, Rtt,
 };
 use crate::Host;
 
 const MAGIC: &[u8; 4] = b"FFRM";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The oldest version read: version 1 has no QUIC records.
+const FIRST_VERSION: u8 = 1;
 /// "No value" for a 32-bit field.
 const NONE: u32 = u32::MAX;
 
@@ -70,7 +77,7 @@ impl fmt::Display for PersistError {
             Self::NotAMemoryFile => f.write_str("not a fastfallback route-memory file"),
             Self::UnsupportedVersion(v) => write!(
                 f,
-                "route-memory file has format version {v}; this build reads {VERSION}"
+                "route-memory file has format version {v}; this build reads {FIRST_VERSION} to {VERSION}"
             ),
             Self::Truncated => f.write_str("route-memory file is truncated"),
             Self::Corrupt => f.write_str("route-memory file is corrupt (checksum mismatch)"),
@@ -111,6 +118,23 @@ fn put_rtt(out: &mut Vec<u8>, rtt: &Rtt, now: Instant) {
 fn put_opt_age(out: &mut Vec<u8>, at: Option<Instant>, now: Instant) {
     let v = at.map_or(NONE, |t| age_ms(now, t));
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// "No record" for a QUIC record's `until_ms`.
+const NO_QUIC: i64 = i64::MIN;
+
+fn put_quic(out: &mut Vec<u8>, quic: Option<&QuicRecord>, now: Instant) {
+    let (until, marks) = quic.map_or((NO_QUIC, 0), |q| {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let until = if q.broken_until >= now {
+            ms(q.broken_until - now)
+        } else {
+            -ms(now - q.broken_until)
+        };
+        (until, q.marks)
+    });
+    out.extend_from_slice(&until.to_le_bytes());
+    out.push(marks);
 }
 
 fn put_target(out: &mut Vec<u8>, target: SocketAddr) {
@@ -161,6 +185,7 @@ fn put_origin(out: &mut Vec<u8>, key: &OriginKey, o: &OriginMemory, now: Instant
         out.extend_from_slice(&u16::try_from(r.failures).unwrap_or(u16::MAX).to_le_bytes());
         out.extend_from_slice(&age_ms(now, r.touched).to_le_bytes());
     }
+    put_quic(out, o.quic.as_ref(), now);
 }
 
 pub(super) fn encode(inner: &Inner, now: Instant, wall_secs: u64) -> Vec<u8> {
@@ -178,6 +203,7 @@ pub(super) fn encode(inner: &Inner, now: Instant, wall_secs: u64) -> Vec<u8> {
             put_rtt(&mut out, &f.rtt, now);
             put_opt_age(&mut out, f.path_failure_at, now);
         }
+        put_quic(&mut out, n.quic.as_ref(), now);
         let count_at = out.len();
         out.extend_from_slice(&0u16.to_le_bytes());
         let mut count: u16 = 0;
@@ -258,6 +284,47 @@ impl Ages {
         self.now.checked_sub(age)
     }
 
+    /// The instant `age_ms` before the writing, however old (clamped to the clock's epoch),
+    /// or `None` when absent: the `touched` of an origin kept for its QUIC record alone.
+    fn at_any(&self, age_ms: u32) -> Option<Instant> {
+        if age_ms == NONE {
+            return None;
+        }
+        let age = Duration::from_millis(u64::from(age_ms)) + self.since_written;
+        Some(self.now.checked_sub(age).unwrap_or(Instant::ZERO))
+    }
+
+    /// A QUIC record (version 2 on), or `None` when absent or no longer alive.
+    fn quic(&self, r: &mut Reader<'_>, version: u8) -> Result<Option<QuicRecord>, PersistError> {
+        if version < 2 {
+            return Ok(None);
+        }
+        let (until_ms, marks) = (i64::from_le_bytes(r.array()?), r.u8()?);
+        if until_ms == NO_QUIC {
+            return Ok(None);
+        }
+        if marks == 0 {
+            return Err(PersistError::Malformed("QUIC record"));
+        }
+        // Relative to the writing; moved back by the wall time since.
+        let ahead = Duration::from_millis(until_ms.unsigned_abs());
+        let broken_until = if until_ms >= 0 && ahead >= self.since_written {
+            self.now + (ahead - self.since_written)
+        } else {
+            let ago = if until_ms >= 0 {
+                self.since_written - ahead
+            } else {
+                self.since_written.saturating_add(ahead)
+            };
+            self.now.checked_sub(ago).unwrap_or(Instant::ZERO)
+        };
+        let record = QuicRecord {
+            broken_until,
+            marks,
+        };
+        Ok(record.alive(self.now, self.ttl).then_some(record))
+    }
+
     fn rtt(&self, r: &mut Reader<'_>) -> Result<Rtt, PersistError> {
         let srtt = r.u32()?;
         let updated = self.at(r.u32()?);
@@ -321,7 +388,7 @@ pub(super) fn decode(
         return Err(PersistError::Truncated);
     }
     let version = bytes[MAGIC.len()];
-    if version != VERSION {
+    if !(FIRST_VERSION..=VERSION).contains(&version) {
         return Err(PersistError::UnsupportedVersion(version));
     }
     if bytes.len() < MAGIC.len() + 1 + 8 + 1 + 4 {
@@ -353,11 +420,12 @@ pub(super) fn decode(
                 path_failure_at: ages.at(r.u32()?),
             };
         }
+        net.quic = ages.quic(&mut r, version)?;
         let origins = r.u16()?;
         for _ in 0..origins {
             let host = host(&mut r)?;
             let port = r.u16()?;
-            let touched = ages.at(r.u32()?);
+            let touched_age = r.u32()?;
             let count = r.u8()?;
             let mut routes = Vec::with_capacity(usize::from(count));
             for _ in 0..count {
@@ -380,17 +448,29 @@ pub(super) fn decode(
                     ));
                 }
             }
+            let quic = ages.quic(&mut r, version)?;
+            // An origin past the TTL is kept only for a QUIC record that is still alive.
+            let touched = match quic {
+                None => ages.at(touched_age),
+                Some(_) => ages.at_any(touched_age),
+            };
             let Some(touched) = touched else {
                 continue;
             };
-            if port == 0 || routes.is_empty() || net.routes + routes.len() > config.max_routes {
+            let origin = OriginMemory {
+                routes,
+                touched,
+                quic,
+            };
+            let slots = origin.slots();
+            if port == 0 || slots == 0 || net.routes + slots > config.max_routes {
                 continue;
             }
-            net.routes += routes.len();
+            net.routes += slots;
             let key = OriginKey { host, port };
             // A file naming an origin twice keeps the later entry, counted once.
-            if let Some(earlier) = net.origins.insert(key, OriginMemory { routes, touched }) {
-                net.routes -= earlier.routes.len();
+            if let Some(earlier) = net.origins.insert(key, origin) {
+                net.routes -= earlier.slots();
             }
         }
         if inner.networks.len() < MAX_NETWORKS && !inner.networks.iter().any(|n| n.id == id) {
@@ -473,10 +553,11 @@ mod tests {
         let now = Instant::from_millis(101_000);
         let bytes = db.encode(now, 1_000_000);
         // One network, one origin: the origin count sits after the header (14 bytes), the
-        // network id (8) and the two family records (24); the origin runs to the checksum.
-        assert_eq!(&bytes[46..48], &1u16.to_le_bytes());
-        let record = &bytes[48..bytes.len() - 4];
-        let mut twice = bytes[..46].to_vec();
+        // network id (8), the two family records (24) and the QUIC record (9); the origin
+        // runs to the checksum.
+        assert_eq!(&bytes[55..57], &1u16.to_le_bytes());
+        let record = &bytes[57..bytes.len() - 4];
+        let mut twice = bytes[..55].to_vec();
         twice.extend_from_slice(&2u16.to_le_bytes());
         twice.extend_from_slice(record);
         twice.extend_from_slice(record);
@@ -490,6 +571,94 @@ mod tests {
             read.view(NetworkId(7), &origin, now).srtt(v4, now),
             Some(ms(20))
         );
+    }
+
+    fn quic_lesson(kind: LessonKind, at: Instant) -> Lesson {
+        Lesson {
+            target: "[2001:db8::a]:443".parse().unwrap(),
+            at,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_broken_quic_outlives_the_ttl_in_the_file_until_its_period_ends() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        let origin = Address::parse("https://example.com").unwrap();
+        let t = Instant::from_millis(100_000);
+        // Broken twice in a row: QUIC follows TCP for 10 minutes from t.
+        let broken = [
+            quic_lesson(LessonKind::QuicBroken, t),
+            quic_lesson(LessonKind::QuicBroken, t),
+        ];
+        db.learn(NetworkId(7), &origin, broken);
+        let bytes = db.encode(t, 1_000_000);
+        let now = Instant::from_millis(5_000_000);
+        let read = |wall| {
+            let fresh = RouteDatabase::new(RouteMemory::default());
+            fresh.decode_into(&bytes, now, wall).unwrap();
+            fresh.view(NetworkId(7), &origin, now)
+        };
+        // Read 9 minutes later: one minute of the period is left.
+        let view = read(1_000_540);
+        assert_eq!(
+            view.quic_broken_until(now),
+            Some(now + Duration::from_secs(60))
+        );
+        // Read 11 minutes later: the period has ended (but the record is kept: a third
+        // failure would keep QUIC back for 20 minutes).
+        let later = RouteDatabase::new(RouteMemory::default());
+        later.decode_into(&bytes, now, 1_000_660).unwrap();
+        assert!(!later.view(NetworkId(7), &origin, now).is_quic_broken(now));
+        later.learn(
+            NetworkId(7),
+            &origin,
+            [quic_lesson(LessonKind::QuicBroken, now)],
+        );
+        let view = later.view(NetworkId(7), &origin, now);
+        assert_eq!(
+            view.quic_broken_until(now),
+            Some(now + Duration::from_secs(1200))
+        );
+        // Read one TTL after the period ended: forgotten.
+        assert!(read(1_001_201).is_empty());
+    }
+
+    #[test]
+    fn a_version_1_file_is_still_read() {
+        // What this crate wrote before QUIC records: one network, one origin, one route.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.push(1);
+        v1.extend_from_slice(&1_000_000u64.to_le_bytes());
+        v1.push(1);
+        v1.extend_from_slice(&7u64.to_le_bytes());
+        for _ in 0..2 {
+            for field in [NONE, NONE, NONE] {
+                v1.extend_from_slice(&field.to_le_bytes());
+            }
+        }
+        v1.extend_from_slice(&1u16.to_le_bytes());
+        put_host(&mut v1, &Host::Name("example.com".into()));
+        v1.extend_from_slice(&443u16.to_le_bytes());
+        v1.extend_from_slice(&1_000u32.to_le_bytes());
+        v1.push(1);
+        put_target(&mut v1, "192.0.2.1:443".parse().unwrap());
+        for field in [20_000u32, 1_000, NONE] {
+            v1.extend_from_slice(&field.to_le_bytes());
+        }
+        v1.extend_from_slice(&0u16.to_le_bytes());
+        v1.extend_from_slice(&1_000u32.to_le_bytes());
+        let sum = fnv1a(&v1);
+        v1.extend_from_slice(&sum.to_le_bytes());
+        let db = RouteDatabase::new(RouteMemory::default());
+        let now = Instant::from_millis(50_000);
+        db.decode_into(&v1, now, 1_000_000).unwrap();
+        let origin = Address::parse("https://example.com").unwrap();
+        let view = db.view(NetworkId(7), &origin, now);
+        let v4 = "192.0.2.1:443".parse().unwrap();
+        assert_eq!(view.srtt(v4, now), Some(ms(20)));
+        assert!(!view.is_quic_broken(now));
     }
 
     #[test]
