@@ -410,39 +410,64 @@ delegate_io!(Transport {
     Other(s) => Pin::new(s.as_mut()),
 });
 
-/// The connected byte stream of a winner: the transport, or TLS over it.
+/// What a winner connected: the transport, TLS over it, or (with the `quic` feature) a QUIC
+/// connection.
 #[derive(Debug)]
 pub enum Stream {
     /// No TLS (`tcp://` and `http://` origins).
     Plain(Transport),
     /// TLS over the transport (`https://` origins).
     Tls(Box<TlsStream<Transport>>),
+    /// A QUIC connection (HEv3 §6): many streams, not one, so reading or writing it as a
+    /// byte stream fails with [`io::ErrorKind::Unsupported`]; see [`Self::quic`].
+    #[cfg(feature = "quic")]
+    Quic(Box<crate::quic::QuicConnection>),
 }
 
 impl Stream {
-    /// The TCP connection underneath, unless a custom [`Dial`] supplied the transport.
+    /// The TCP connection underneath, unless a custom [`Dial`] supplied the transport (or the
+    /// winner is a QUIC connection).
     pub fn tcp(&self) -> Option<&TcpStream> {
-        self.transport().tcp()
+        self.transport().and_then(Transport::tcp)
     }
 
-    /// The transport underneath.
-    pub fn transport(&self) -> &Transport {
+    /// The transport underneath: none under a QUIC connection.
+    pub fn transport(&self) -> Option<&Transport> {
         match self {
-            Self::Plain(t) => t,
-            Self::Tls(s) => s.get_ref().0,
+            Self::Plain(t) => Some(t),
+            Self::Tls(s) => Some(s.get_ref().0),
+            #[cfg(feature = "quic")]
+            Self::Quic(_) => None,
         }
     }
 
-    /// The TLS session, for TLS streams (peer certificates, protocol version, ALPN).
+    /// The TLS session, for TLS over TCP (peer certificates, protocol version, ALPN).
     pub fn tls(&self) -> Option<&rustls::ClientConnection> {
         match self {
-            Self::Plain(_) => None,
             Self::Tls(s) => Some(s.get_ref().1),
+            _ => None,
+        }
+    }
+
+    /// The QUIC connection, when a QUIC attempt won.
+    #[cfg(feature = "quic")]
+    pub fn quic(&self) -> Option<&crate::quic::QuicConnection> {
+        match self {
+            Self::Quic(q) => Some(q),
+            _ => None,
         }
     }
 }
 
+#[cfg(not(feature = "quic"))]
 delegate_io!(Stream {
     Plain(s) => Pin::new(s),
     Tls(s) => Pin::new(s.as_mut()),
+});
+
+#[cfg(feature = "quic")]
+delegate_io!(Stream {
+    Plain(s) => Pin::new(s),
+    Tls(s) => Pin::new(s.as_mut()),
+    Quic(s) => Pin::new(s.as_mut()),
 });

@@ -18,7 +18,9 @@
 //!
 //! Features: `aws-lc-rs` (default) or `ring`: rustls's crypto backend, used when the application installed no process-wide `CryptoProvider`;
 //! `platform-verifier`: `ConnectorBuilder::platform_verifier`, the operating system's
-//! certificate verifier instead of the webpki roots.
+//! certificate verifier instead of the webpki roots; `quic`: QUIC attempts with quinn
+//! (a policy with `FallbackPolicy::quic` on races QUIC against TCP, HEv3 §6, and a QUIC
+//! winner is a [`Stream::Quic`]).
 //!
 //! All clocks, sockets and sleeps of fastfallback live here; the domain crates get time and
 //! results handed in.
@@ -43,6 +45,8 @@ mod events;
 pub mod link;
 mod memory_file;
 mod proxy;
+#[cfg(feature = "quic")]
+mod quic;
 mod report;
 mod resolve;
 mod shown;
@@ -54,6 +58,11 @@ pub use connector::{
     BuildError, ConnectError, Connection, Connector, ConnectorBuilder, RaceFailure,
 };
 pub use events::{CallEvent, ConnectionEvent, ConnectionListener, EventListener, Source};
+#[cfg(feature = "quic")]
+pub use quic::QuicConnection;
+/// quinn, whose `Connection` a QUIC winner carries ([`QuicConnection::connection`]).
+#[cfg(feature = "quic")]
+pub use quinn;
 pub use report::{
     AnswerReport, AttemptOutcome, AttemptReport, Breakdown, HttpsReport, MAX_RECORDS_LISTED,
     QueryReport, RaceReport, ReportError,

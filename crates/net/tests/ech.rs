@@ -168,10 +168,7 @@ async fn a_record_set_with_one_service_without_ech_keeps_its_fallback() {
 }
 
 fn ech_status(stream: &Stream) -> Option<EchStatus> {
-    match stream {
-        Stream::Tls(tls) => Some(tls.get_ref().1.ech_status()),
-        Stream::Plain(_) => None,
-    }
+    stream.tls().map(|tls| tls.ech_status())
 }
 
 #[tokio::test]

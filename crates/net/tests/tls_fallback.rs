@@ -72,10 +72,7 @@ async fn a_refused_protocol_version_falls_back_to_the_next_configuration_on_the_
     // The follow-up starts the instant the first fails (it is the next plan, ahead of all).
     assert_eq!(Some(second.started), first.ended, "{report}");
     let (stream, _) = conn.into_parts();
-    let tls_version = match &stream {
-        fastfallback_net::Stream::Tls(t) => t.get_ref().1.protocol_version(),
-        fastfallback_net::Stream::Plain(_) => None,
-    };
+    let tls_version = stream.tls().and_then(|t| t.protocol_version());
     assert_eq!(tls_version, Some(rustls::ProtocolVersion::TLSv1_2));
 }
 

@@ -54,6 +54,11 @@ pub fn tls_follow_up(
     failure: &TlsFailure,
     fallbacks: usize,
 ) -> Option<ConnectPlan> {
+    // QUIC carries TLS 1.3 alone (RFC 9001 §4.2) and no ECH here: the fallback
+    // configurations (older TLS versions) and ECH retries are for TCP.
+    if plan.transport == fastfallback_proto::TransportKind::Quic {
+        return None;
+    }
     next_tls_config(plan, phase, failure, fallbacks).or_else(|| ech_retry(plan, failure))
 }
 
@@ -166,6 +171,25 @@ mod tests {
         );
         // A rejection of ECH is an incompatibility too (a GREASE ClientHello has no ECH).
         assert!(next_tls_config(&first, Phase::Tls, &rejected(None), 1).is_some());
+    }
+
+    #[test]
+    fn a_failed_quic_handshake_gets_no_other_configuration_and_no_ech_retry() {
+        // RFC 9001 §4.2: QUIC carries TLS 1.3 alone, so the fallback configurations (older
+        // TLS versions) cannot help it.
+        let mut quic = plan(None, 0);
+        quic.transport = fastfallback_proto::TransportKind::Quic;
+        assert!(tls_follow_up(&plan(None, 0), Phase::Tls, &TlsFailure::Incompatible, 2).is_some());
+        assert_eq!(
+            tls_follow_up(&quic, Phase::Tls, &TlsFailure::Incompatible, 2),
+            None
+        );
+        let mut with_ech = plan(Some(b"list"), 0);
+        with_ech.transport = fastfallback_proto::TransportKind::Quic;
+        assert_eq!(
+            tls_follow_up(&with_ech, Phase::Tls, &rejected(Some(b"retry")), 0),
+            None
+        );
     }
 
     #[test]

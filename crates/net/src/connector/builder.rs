@@ -232,12 +232,13 @@ impl ConnectorBuilder {
     pub fn build(self) -> Result<Connector, BuildError> {
         let mut policy = self.policy;
         policy.validate().map_err(BuildError::Policy)?;
+        #[cfg(not(feature = "quic"))]
         if policy.quic {
             // Refused here rather than failing every QUIC attempt of every race: the plan
-            // crate orders QUIC endpoints (HEv3 §5.1, profile P11), but this driver has no
-            // QUIC step yet (docs/quic.md).
+            // crate orders QUIC endpoints (HEv3 §5.1, profile P11), but this build has no
+            // QUIC step.
             return Err(BuildError::Unsupported(
-                "QUIC attempts (FallbackPolicy::quic): this driver connects over TCP only",
+                "QUIC attempts (FallbackPolicy::quic): build fastfallback-net with its `quic` feature",
             ));
         }
         let resolver = match self.resolver {
@@ -314,6 +315,12 @@ impl ConnectorBuilder {
                 Arc::new(c)
             })
             .collect();
+        #[cfg(feature = "quic")]
+        let quic = if policy.quic {
+            Some(crate::quic::client_config(&tls).map_err(BuildError::Tls)?)
+        } else {
+            None
+        };
         let ech = match (provider, &verifier) {
             (Some(provider), Some(verifier)) => crate::ech::Ech::new(
                 provider,
@@ -358,6 +365,8 @@ impl ConnectorBuilder {
                 resolver,
                 tls: Arc::new(tls),
                 tls_fallbacks,
+                #[cfg(feature = "quic")]
+                quic,
                 verifier,
                 ech,
                 socket: self.socket,

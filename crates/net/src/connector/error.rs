@@ -27,8 +27,8 @@ pub enum BuildError {
     /// read. (A file that is merely corrupt is not an error: it is ignored with a warning and
     /// replaced.)
     MemoryFile(io::Error),
-    /// The policy asks for something this driver cannot do: QUIC attempts
-    /// ([`fastfallback_plan::FallbackPolicy::quic`]), until the driver runs them.
+    /// The policy asks for something this build cannot do: QUIC attempts
+    /// ([`fastfallback_plan::FallbackPolicy::quic`]) without the `quic` feature.
     Unsupported(&'static str),
 }
 

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use fastfallback_plan::{ConnectPlan, FastFallbackExchangeFinder};
-use fastfallback_proto::{Alpn, AttemptId, CancelReason, Instant, PooledId, RaceError};
+use fastfallback_proto::{
+    Alpn, AttemptError, AttemptId, CancelReason, Instant, PooledId, RaceError, TransportKind,
+};
 use fastfallback_route::Lesson;
 
 use crate::events::{CallEvent, ConnectionEvent};
@@ -276,15 +278,36 @@ impl Race {
             route = %target,
             family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
         );
-        let step = match &inner.dialer {
-            None => TcpStep::Unstarted(target),
-            Some(dialer) => TcpStep::Dialed(dialer.dial(target, &inner.socket)),
+        let step = match (&inner.dialer, plan.transport) {
+            // One step: the QUIC handshake, TLS inside it (HEv3 §6.1).
+            (_, TransportKind::Quic) => Step::Tls(quic_step(inner, plan)),
+            (None, TransportKind::Tcp) => Step::Tcp(TcpStep::Unstarted(target)),
+            (Some(dialer), TransportKind::Tcp) => {
+                Step::Tcp(TcpStep::Dialed(dialer.dial(target, &inner.socket)))
+            }
         };
         Running {
             id,
-            step: Step::Tcp(step),
+            step,
             // Kept only when a subscriber wants it: a disabled span costs nothing.
             span: (!span.is_disabled()).then(|| Box::new(span)),
         }
     }
+}
+
+/// The step of a QUIC attempt on `plan`: its handshake, when this build and connector run
+/// QUIC (a connector refuses a QUIC policy otherwise, so this failure is a broken invariant).
+fn quic_step(inner: &Inner, plan: &ConnectPlan) -> StepFuture<(Stream, Option<Alpn>)> {
+    #[cfg(feature = "quic")]
+    if let (Some(config), Some(tls)) = (&inner.quic, &plan.tls) {
+        let handshake =
+            crate::quic::handshake(config.clone(), plan.route.target, tls.server_name.clone());
+        return Box::pin(handshake);
+    }
+    let _ = (inner, plan);
+    Box::pin(std::future::ready(Err(AttemptError::new(
+        fastfallback_proto::AttemptErrorKind::Io,
+        fastfallback_proto::Phase::Tcp,
+        "internal error: a QUIC attempt on a connector without QUIC",
+    ))))
 }

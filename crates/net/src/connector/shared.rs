@@ -46,6 +46,10 @@ pub(super) struct Inner {
     /// The TLS configurations tried after `tls`, in order, when a handshake fails in a way
     /// another configuration can fix.
     pub(super) tls_fallbacks: Vec<Arc<ClientConfig>>,
+    /// The configuration of QUIC attempts (`tls`, offering `h3`), when the policy races
+    /// QUIC.
+    #[cfg(feature = "quic")]
+    pub(super) quic: Option<quinn::ClientConfig>,
     /// The certificate verifier inside `tls`, when the connector built it.
     pub(super) verifier: Option<Arc<dyn ServerCertVerifier>>,
     /// Encrypted Client Hello, when the TLS backend and configuration allow it.

@@ -27,6 +27,7 @@ fn a_build_error_keeps_its_cause_as_its_source() {
 /// A policy that asks for QUIC attempts is refused at build, saying what is missing, rather
 /// than failing each QUIC attempt of every race.
 #[test]
+#[cfg(not(feature = "quic"))]
 fn a_policy_asking_for_quic_is_refused_by_a_driver_without_quic() {
     let policy = FallbackPolicy::builder()
         .quic(true)

@@ -1,0 +1,166 @@
+//! QUIC attempts (the `quic` feature): one step, the QUIC handshake with TLS 1.3 inside it
+//! (RFC 9001), run by quinn.
+//!
+//! Each attempt has its own UDP socket (a quinn client endpoint bound to the unspecified
+//! address of the target's family), as each TCP attempt has its own socket. The step is one
+//! future: dropping it (the race cancelled the attempt) drops the connection being made and
+//! the endpoint; quinn's endpoint task then closes the socket the next time it runs.
+//!
+//! A QUIC winner is a [`QuicConnection`] ([`Stream::Quic`]): a connection that carries many
+//! streams, not one byte stream. Success is the completed handshake (HEv3 §6.1, R-32); the
+//! ALPN it agreed on is `h3`, the only id QUIC attempts offer (HEv3 §6.2, R-35).
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use fastfallback_proto::{Alpn, AttemptError, AttemptErrorKind, Phase, TransportKind};
+use quinn::crypto::rustls::{HandshakeData, QuicClientConfig};
+use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::Stream;
+
+/// The QUIC client configuration for a connector whose TLS configuration is `tls`: the same
+/// verifier, roots and session cache (so resumption tickets are shared with TCP), offering
+/// ALPN `h3` alone. Fails when `tls` cannot carry QUIC (RFC 9001 §4.2: TLS 1.3 only, with
+/// the cipher suite QUIC's Initial packets use).
+pub(crate) fn client_config(tls: &ClientConfig) -> Result<quinn::ClientConfig, rustls::Error> {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = TransportKind::QUIC_ALPN
+        .iter()
+        .map(|a| a.as_bytes().to_vec())
+        .collect();
+    let tls = Arc::new(tls);
+    // rustls refuses a QUIC session on a configuration without TLS 1.3 (RFC 9001 §4.2), and
+    // has no public way to ask beforehand: one session made here, where the answer is a
+    // build error, rather than a failure of every QUIC attempt.
+    let name = rustls::pki_types::ServerName::try_from("fastfallback.invalid")
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    rustls::quic::ClientConnection::new(Arc::clone(&tls), rustls::quic::Version::V1, name, vec![])
+        .map_err(|e| rustls::Error::General(format!("QUIC needs TLS 1.3 (RFC 9001 §4.2): {e}")))?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| {
+        rustls::Error::General(format!(
+            "QUIC needs TLS 1.3 with TLS13_AES_128_GCM_SHA256 in the configuration: {e}"
+        ))
+    })?;
+    Ok(quinn::ClientConfig::new(Arc::new(crypto)))
+}
+
+/// One QUIC attempt to `target`, naming `server_name` in its ClientHello: a new UDP socket,
+/// the handshake, and the connection with the ALPN id the server chose.
+pub(crate) async fn handshake(
+    config: quinn::ClientConfig,
+    target: SocketAddr,
+    server_name: String,
+) -> Result<(Stream, Option<Alpn>), AttemptError> {
+    let bind = match target {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+    };
+    let endpoint = quinn::Endpoint::client(bind)
+        .map_err(|e| crate::attempt::attempt_error(&e, Phase::Tcp, "udp socket"))?;
+    let connecting = endpoint
+        .connect_with(config, target, &server_name)
+        .map_err(|e| {
+            AttemptError::new(AttemptErrorKind::Io, Phase::Tcp, format!("quic: {e}")).with_source(e)
+        })?;
+    let connection = connecting.await.map_err(|e| connection_error(&e))?;
+    let alpn = connection
+        .handshake_data()
+        .and_then(|d| d.downcast::<HandshakeData>().ok())
+        .and_then(|d| d.protocol)
+        .map(|id| Alpn::from_bytes(&id));
+    let quic = QuicConnection {
+        connection,
+        endpoint,
+    };
+    Ok((Stream::Quic(Box::new(quic)), alpn))
+}
+
+/// Classifies a failed QUIC handshake. A TLS alert carried in a CRYPTO_ERROR (RFC 9001
+/// §4.8: codes 0x0100–0x01ff) is a TLS failure; the rest failed the transport.
+fn connection_error(e: &quinn::ConnectionError) -> AttemptError {
+    use quinn::ConnectionError as E;
+    let (kind, phase) = match e {
+        E::TransportError(t) if (0x100..0x200).contains(&u64::from(t.code)) => {
+            (AttemptErrorKind::Tls, Phase::Tls)
+        }
+        E::TimedOut => (AttemptErrorKind::TimedOut, Phase::Tcp),
+        E::Reset | E::ConnectionClosed(_) | E::ApplicationClosed(_) => {
+            (AttemptErrorKind::Reset, Phase::Tcp)
+        }
+        E::VersionMismatch => (AttemptErrorKind::Refused, Phase::Tcp),
+        _ => (AttemptErrorKind::Io, Phase::Tcp),
+    };
+    AttemptError::new(kind, phase, format!("quic handshake: {e}")).with_source(e.clone())
+}
+
+/// The winner of a QUIC attempt: a connection that carries many streams.
+///
+/// It is not one byte stream: reading or writing it as one ([`Stream`]'s `AsyncRead` and
+/// `AsyncWrite`) fails with [`io::ErrorKind::Unsupported`]. Open streams on
+/// [`Self::connection`] (or hand it to an HTTP/3 client).
+#[derive(Debug)]
+pub struct QuicConnection {
+    connection: quinn::Connection,
+    /// Its endpoint (the UDP socket): dropped with the connection.
+    endpoint: quinn::Endpoint,
+}
+
+impl QuicConnection {
+    /// The QUIC connection.
+    pub fn connection(&self) -> &quinn::Connection {
+        &self.connection
+    }
+
+    /// The endpoint (UDP socket) the connection runs on.
+    pub fn endpoint(&self) -> &quinn::Endpoint {
+        &self.endpoint
+    }
+
+    /// Takes the connection and its endpoint apart.
+    pub fn into_parts(self) -> (quinn::Connection, quinn::Endpoint) {
+        (self.connection, self.endpoint)
+    }
+
+    fn not_a_byte_stream() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a QUIC connection carries many streams, not one byte stream: \
+             open streams on Stream::quic()",
+        )
+    }
+}
+
+impl AsyncRead for QuicConnection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        _buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Err(Self::not_a_byte_stream()))
+    }
+}
+
+impl AsyncWrite for QuicConnection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        _buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(Self::not_a_byte_stream()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Err(Self::not_a_byte_stream()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Closing is always possible: the connection closes with code 0 (no error).
+        self.connection.close(0u32.into(), b"");
+        Poll::Ready(Ok(()))
+    }
+}

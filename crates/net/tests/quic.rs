@@ -1,0 +1,173 @@
+//! QUIC attempts on loopback (the `quic` feature): T44 (QUIC wins when UDP works, R-32) and
+//! T43 (UDP silent: TCP one attempt delay after QUIC, R-18, R-24) with a real quinn server,
+//! the winner's connection carrying a stream, and broken-QUIC memory on the next contact.
+//! Run: `cargo test -p fastfallback-net --features quic --test quic`.
+#![cfg(feature = "quic")]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fastfallback_net::{Connection, Connector, FallbackPolicy};
+use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server};
+use fastfallback_testkit::resolver::FakeDns;
+use fastfallback_testnet::TlsMaterial;
+use quinn::crypto::rustls::QuicServerConfig;
+
+const NAME: &str = "quic.test";
+
+/// The name's answers: 127.0.0.1, no IPv6, and `1 . alpn=h3,h2` (a service reached over
+/// QUIC and TCP, on the origin's port).
+fn dns() -> FakeDns {
+    let record = HttpsRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: vec![Alpn::H3, Alpn::H2],
+        ..Default::default()
+    };
+    FakeDns::new()
+        .addresses(NAME, QueryKind::A, [LOCALHOST])
+        .addresses(NAME, QueryKind::Aaaa, [])
+        .answer(NAME, QueryKind::Https, DnsAnswer::Https(vec![record]))
+}
+
+fn connector(tls: &TlsMaterial) -> Connector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let policy = FallbackPolicy::builder().quic(true).build().unwrap();
+    Connector::builder()
+        .root_certificates(roots)
+        .resolver(dns())
+        .policy(policy)
+        .build()
+        .expect("a QUIC connector")
+}
+
+/// A QUIC server for the name on 127.0.0.1:`port` (UDP), speaking `h3`: it echoes the first
+/// bidirectional stream of each connection.
+fn quic_server(tls: &TlsMaterial, port: u16) -> quinn::Endpoint {
+    let crypto = QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()])).unwrap();
+    let config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let endpoint =
+        quinn::Endpoint::server(config, SocketAddr::from((Ipv4Addr::LOCALHOST, port))).unwrap();
+    let accepting = endpoint.clone();
+    tokio::spawn(async move {
+        while let Some(incoming) = accepting.accept().await {
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                if let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                    let bytes = recv.read_to_end(1024).await.unwrap_or_default();
+                    let _ = send.write_all(&bytes).await;
+                    let _ = send.finish();
+                    let _ = conn.closed().await;
+                }
+            });
+        }
+    });
+    endpoint
+}
+
+/// The origin: an HTTPS server (h2, http/1.1) on a TCP port, and its certificate.
+async fn tcp_origin() -> (TlsMaterial, u16) {
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec(), b"http/1.1".to_vec()])).await;
+    (tls, port)
+}
+
+async fn connect(connector: &Connector, port: u16) -> Connection {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        connector.connect(&format!("https://{NAME}:{port}")),
+    )
+    .await
+    .expect("the race ends")
+    .expect("a connection")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_handshake_wins_and_its_connection_carries_a_stream() {
+    // T44 on loopback: QUIC starts first and its handshake completes long before the
+    // attempt delay would start TCP.
+    let (tls, port) = tcp_origin().await;
+    let _server = quic_server(&tls, port);
+    let conn = connect(&connector(&tls), port).await;
+    assert_eq!(conn.alpn(), Some(&Alpn::H3), "{}", conn.report());
+    let report = conn.report();
+    assert_eq!(report.attempts.len(), 1, "{report}");
+    assert!(report.attempts[0].plan.starts_with("quic "), "{report}");
+    assert_eq!(
+        report.attempts[0].tcp_connected, None,
+        "QUIC has no TCP step"
+    );
+    let quic = conn.stream().quic().expect("a QUIC winner");
+    assert!(conn.stream().tcp().is_none() && conn.stream().tls().is_none());
+
+    // The connection is real: a stream there and back.
+    let (mut send, mut recv) = quic.connection().open_bi().await.unwrap();
+    send.write_all(b"over quic").await.unwrap();
+    send.finish().unwrap();
+    let echoed = recv.read_to_end(1024).await.unwrap();
+    assert_eq!(echoed, b"over quic");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_connection_read_as_one_byte_stream_says_why_it_cannot_be() {
+    use tokio::io::AsyncReadExt;
+    let (tls, port) = tcp_origin().await;
+    let _server = quic_server(&tls, port);
+    let mut conn = connect(&connector(&tls), port).await;
+    let mut buf = [0u8; 8];
+    let err = conn.read(&mut buf).await.expect_err("not a byte stream");
+    assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+    assert!(err.to_string().contains("QUIC"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_silent_starts_tcp_one_attempt_delay_after_quic_and_the_next_contact_leads_with_tcp() {
+    // T43 on loopback: nothing listens on the UDP port, and QUIC's Initial gets no answer.
+    let (tls, port) = tcp_origin().await;
+    let connector = connector(&tls);
+    let first = connect(&connector, port).await;
+    let report = first.report();
+    assert_eq!(first.alpn(), Some(&Alpn::H2), "{report}");
+    assert!(first.stream().tls().is_some());
+    assert_eq!(report.attempts.len(), 2, "{report}");
+    let (quic, tcp) = (&report.attempts[0], &report.attempts[1]);
+    assert!(
+        quic.plan.starts_with("quic ") && tcp.plan.starts_with("tcp "),
+        "{report}"
+    );
+    let delay = connector.policy().attempt_delay;
+    assert!(
+        tcp.started >= quic.started + delay,
+        "TCP started {:?} after QUIC, before the attempt delay ({delay:?})\n{report}",
+        tcp.started - quic.started
+    );
+    assert!(quic.outcome.to_string().contains("cancelled"), "{report}");
+
+    // QUIC lost to TCP, so it is remembered broken: the next contact starts TCP first and
+    // wins with it before QUIC's turn comes.
+    let second = connect(&connector, port).await;
+    let report = second.report();
+    assert_eq!(second.alpn(), Some(&Alpn::H2), "{report}");
+    assert!(report.attempts[0].plan.starts_with("tcp "), "{report}");
+    assert_eq!(report.attempts.len(), 1, "{report}");
+}
+
+#[test]
+fn a_tls_configuration_without_tls13_cannot_carry_quic_and_is_refused_at_build() {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let tls12 = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let err = Connector::builder()
+        .resolver(dns())
+        .tls_config(tls12)
+        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
+        .build()
+        .expect_err("QUIC needs TLS 1.3");
+    assert!(err.to_string().contains("TLS 1.3"), "{err}");
+}
