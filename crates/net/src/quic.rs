@@ -3,17 +3,24 @@
 //!
 //! Each attempt has its own UDP socket (a quinn client endpoint bound to the unspecified
 //! address of the target's family), as each TCP attempt has its own socket. The step is one
-//! future: dropping it (the race cancelled the attempt) drops the connection being made and
-//! the endpoint; quinn's endpoint task then closes the socket the next time it runs.
+//! future. quinn runs an endpoint and a connection on tasks of their own, and left alone a
+//! dropped connection lingers in QUIC's closing period (RFC 9000 §10.2: three probe
+//! timeouts, about 3 s before the first RTT sample), holding the socket. So each attempt's
+//! endpoint gets a runtime of its own ([`AttemptRuntime`]) that keeps a handle on every task
+//! quinn spawns: when the step is dropped (the race cancelled the attempt) or fails, those
+//! tasks are aborted, and the socket closes when the runtime next runs them, not seconds
+//! later. A loser's server learns nothing (as of a TCP attempt dropped mid-handshake, it
+//! times out). A winner's tasks run on; its connection closes as QUIC says.
 //!
 //! A QUIC winner is a [`QuicConnection`] ([`Stream::Quic`]): a connection that carries many
 //! streams, not one byte stream. Success is the completed handshake (HEv3 §6.1, R-32); the
 //! ALPN it agreed on is `h3`, the only id QUIC attempts offer (HEv3 §6.2, R-35).
 
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use fastfallback_proto::{Alpn, AttemptError, AttemptErrorKind, Phase, TransportKind};
@@ -60,7 +67,11 @@ pub(crate) async fn handshake(
         SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
         SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
     };
-    let endpoint = quinn::Endpoint::client(bind)
+    let runtime = Arc::new(AttemptRuntime::default());
+    // Declared before the endpoint: on an early return it aborts the tasks after the
+    // endpoint and connection handles are gone.
+    let mut tasks = AbortOnDrop(Some(Arc::clone(&runtime)));
+    let endpoint = client_endpoint(bind, runtime)
         .map_err(|e| crate::attempt::attempt_error(&e, Phase::Tcp, "udp socket"))?;
     let connecting = endpoint
         .connect_with(config, target, &server_name)
@@ -77,7 +88,67 @@ pub(crate) async fn handshake(
         connection,
         endpoint,
     };
+    // The winner's tasks run on.
+    tasks.0 = None;
     Ok((Stream::Quic(Box::new(quic)), alpn))
+}
+
+/// A client endpoint on a new UDP socket bound to `bind`, on `runtime`.
+fn client_endpoint(bind: SocketAddr, runtime: Arc<AttemptRuntime>) -> io::Result<quinn::Endpoint> {
+    let socket = std::net::UdpSocket::bind(bind)?;
+    let socket = quinn::Runtime::wrap_udp_socket(&*runtime, socket)?;
+    quinn::Endpoint::new_with_abstract_socket(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        runtime,
+    )
+}
+
+/// quinn's tokio runtime for one attempt's endpoint, with a handle on every task quinn
+/// spawns for it (the endpoint's driver, the connection's).
+#[derive(Debug, Default)]
+struct AttemptRuntime {
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl quinn::Runtime for AttemptRuntime {
+    fn new_timer(&self, at: std::time::Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
+        quinn::TokioRuntime.new_timer(at)
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        let task = tokio::spawn(future);
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        // Finished tasks need no handle (a winner's connection may spawn more over its life).
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task.abort_handle());
+    }
+
+    fn wrap_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+        quinn::TokioRuntime.wrap_udp_socket(socket)
+    }
+
+    fn now(&self) -> std::time::Instant {
+        quinn::TokioRuntime.now()
+    }
+}
+
+/// Aborts an attempt's tasks when dropped, unless disarmed (`None`): the attempt won.
+struct AbortOnDrop(Option<Arc<AttemptRuntime>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(runtime) = &self.0 {
+            let tasks = runtime.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            for t in tasks.iter() {
+                t.abort();
+            }
+        }
+    }
 }
 
 /// Classifies a failed QUIC handshake. A TLS alert carried in a CRYPTO_ERROR (RFC 9001

@@ -89,7 +89,7 @@ pub use loopback_dns::LoopbackDns;
 pub use servers::ServerKind;
 pub use sockets::{SocketEntry, SocketProto};
 pub use tls::{TlsMaterial, ech_config_list};
-pub use wire::{Action, Dir, Match, Rule, Verdict, WireEvent};
+pub use wire::{Action, Dir, Match, Protocol, Rule, Verdict, WireEvent};
 
 use netns::Netns;
 use wire::lock;

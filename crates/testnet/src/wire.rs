@@ -17,7 +17,7 @@
 //! # Rules
 //!
 //! The rule table ([`TestNet::set_rules`](crate::TestNet::set_rules)) is read for every
-//! packet; the **first** rule whose [`Match`] (and port, if set) fits the packet's
+//! packet; the **first** rule whose [`Match`] (and port and protocol, if set) fits the packet's
 //! **server-side** address (the destination of a client→server packet, the source of a
 //! server→client packet) decides; no match means "pass at once". Rules see all traffic,
 //! including DNS to [`DNS_V4`](crate::DNS_V4): match a single address or set a port to keep
@@ -150,6 +150,8 @@ pub struct Rule {
     /// The server-side TCP/UDP port the rule applies to; `None` = any port (and packets
     /// without ports, such as ICMP).
     pub port: Option<u16>,
+    /// The transport protocol the rule applies to; `None` = every packet.
+    pub protocol: Option<Protocol>,
     /// One-way delay of client→server packets.
     pub c2s: Duration,
     /// One-way delay of server→client packets.
@@ -169,6 +171,7 @@ impl Rule {
         Self {
             matches,
             port: None,
+            protocol: None,
             c2s: Duration::ZERO,
             s2c: Duration::ZERO,
             jitter: Duration::ZERO,
@@ -220,6 +223,21 @@ impl Rule {
         self
     }
 
+    /// Only UDP packets (QUIC, and DNS over UDP unless the rule's match or port keeps it
+    /// out): "UDP blocked" is `Rule::blackhole(Match::Any).port(443).udp()`.
+    #[must_use]
+    pub fn udp(mut self) -> Self {
+        self.protocol = Some(Protocol::Udp);
+        self
+    }
+
+    /// Only TCP segments.
+    #[must_use]
+    pub fn tcp(mut self) -> Self {
+        self.protocol = Some(Protocol::Tcp);
+        self
+    }
+
     /// Sets both one-way delays.
     #[must_use]
     pub fn one_way(mut self, delay: Duration) -> Self {
@@ -260,9 +278,31 @@ impl Rule {
         self
     }
 
-    /// Whether this rule applies to a packet with this server-side address and port.
-    fn applies(&self, server_ip: IpAddr, server_port: Option<u16>) -> bool {
-        self.matches.matches(server_ip) && self.port.is_none_or(|p| server_port == Some(p))
+    /// Whether this rule applies to a packet with this server-side address and port, of
+    /// IP protocol number `proto`.
+    fn applies(&self, server_ip: IpAddr, server_port: Option<u16>, proto: u8) -> bool {
+        self.matches.matches(server_ip)
+            && self.port.is_none_or(|p| server_port == Some(p))
+            && self.protocol.is_none_or(|p| p.number() == proto)
+    }
+}
+
+/// A transport protocol a [`Rule`] can be limited to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP (QUIC runs over it).
+    Udp,
+}
+
+impl Protocol {
+    /// Its IP protocol number.
+    fn number(self) -> u8 {
+        match self {
+            Self::Tcp => packet::PROTO_TCP,
+            Self::Udp => packet::PROTO_UDP,
+        }
     }
 }
 
@@ -481,7 +521,7 @@ impl Engine {
         let found = lock(&self.shared.rules)
             .iter()
             .enumerate()
-            .find(|(_, r)| r.applies(server_ip, server_port))
+            .find(|(_, r)| r.applies(server_ip, server_port, p.proto))
             .map(|(i, r)| (i, r.clone()));
         let (index, rule) = match found {
             Some((i, r)) => (Some(i), r),
@@ -807,6 +847,26 @@ mod tests {
         let out = drain(&mut e, t0);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].1, Side::Client);
+    }
+
+    #[test]
+    fn a_udp_rule_blackholes_datagrams_and_lets_tcp_to_the_same_port_through() {
+        let mut e = engine(vec![Rule::blackhole(Match::Any).port(443).udp()]);
+        let t0 = Instant::now();
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &udp_packet(sa(C4), sa(S4), b"a QUIC Initial"),
+        );
+        e.handle(
+            t0,
+            Dir::ClientToServer,
+            &tcp_packet(sa(C4), sa(S4), 1, 0, SYN, &[]),
+        );
+        let out = drain(&mut e, t0);
+        assert_eq!(out.len(), 1, "only the SYN is delivered");
+        assert_eq!(out[0].1, Side::Server);
+        assert_eq!(packet::parse(&out[0].2).unwrap().proto, packet::PROTO_TCP);
     }
 
     #[test]
