@@ -34,8 +34,30 @@ fn ech_service() -> HttpsRecord {
     }
 }
 
+/// `1 . alpn=h3,h2`: a service reached over QUIC and over TCP.
+fn h3_service() -> HttpsRecord {
+    HttpsRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: vec![Alpn::H3, Alpn::H2],
+        ..Default::default()
+    }
+}
+
+/// A client that speaks QUIC, and an origin whose record offers h3 and h2 (T43's set-up).
+fn quic_origin(memory: &Arc<RouteDatabase>) -> Scenario {
+    Scenario::https()
+        .tune(|p| p.quic = true)
+        .memory(memory.clone())
+        .https_rr(10, vec![h3_service()])
+        .aaaa(10, &["2001:db8::a"])
+        .a(10, &["192.0.2.1"])
+        .ok_tls("2001:db8::a", 20, 30)
+}
+
 fn scenarios() -> Vec<(Scenario, &'static str)> {
     let memory = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let quic_memory = Arc::new(RouteDatabase::new(RouteMemory::default()));
     vec![
         (
             Scenario::plain()
@@ -147,6 +169,25 @@ fn scenarios() -> Vec<(Scenario, &'static str)> {
                 )
                 .refuse("2001:db8::b", 30),
             "The error keeps every attempt's cause, in start order (T19).",
+        ),
+        (
+            quic_origin(&Arc::new(RouteDatabase::new(RouteMemory::default())))
+                .named("QUIC answers")
+                .quic_ok("2001:db8::a", 30),
+            "QUIC leads on the address and its one handshake (TLS inside) wins; TCP never \
+             starts (T44).",
+        ),
+        (
+            quic_origin(&quic_memory).named("UDP blocked, first contact"),
+            "QUIC gets no answer; TCP starts one attempt delay later on the same address and \
+             wins (T43, profile PI). QUIC lost a fair race, so it is remembered broken.",
+        ),
+        (
+            quic_origin(&quic_memory)
+                .named("UDP blocked, second contact")
+                .starting_at(5000),
+            "Broken-QUIC memory: TCP leads and wins; QUIC would follow one attempt delay later \
+             (for 5 minutes, doubled each time QUIC loses again).",
         ),
     ]
 }

@@ -68,7 +68,16 @@ impl GetArgs {
     /// the headers and the connector's options. The message never repeats a password.
     pub(crate) fn check(&self) -> Result<(), String> {
         self.request().map(drop)?;
-        self.connector.check()
+        self.connector.check()?;
+        if self.connector.policy().is_ok_and(|p| p.quic) {
+            // A QUIC winner carries HTTP/3, which the pool does not speak yet (docs/quic.md).
+            return Err(
+                "quic=true: `get` speaks HTTP/1.1 and HTTP/2, not yet HTTP/3; \
+                 use `connect` to race QUIC"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 
     fn request(&self) -> Result<Request, String> {

@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use anstyle::{AnsiColor, Style};
 use fastfallback_net::{AttemptOutcome, RaceReport};
-use fastfallback_proto::Family;
+use fastfallback_proto::{Family, TransportKind};
 
 use crate::text::escaped;
 
 const TCP: char = '▒';
 const TLS: char = '█';
 const DNS: char = '░';
+/// A QUIC attempt: one handshake, TLS inside it (HEv3 §6.1).
+const QUIC: char = '▓';
 
 const DIM: Style = Style::new().dimmed();
 const BOLD: Style = Style::new().bold();
@@ -108,15 +110,22 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
             Some(name) => format!("dns {} {}", q.kind, escaped(name)),
             None => format!("dns {}", q.kind),
         })
-        .chain(report.attempts.iter().map(|a| match &a.proxy {
-            Some(proxy) => format!(
-                "#{} {} {} ({})",
-                a.id,
-                family(a.family),
-                a.route,
-                escaped(proxy)
-            ),
-            None => format!("#{} {} {}", a.id, family(a.family), a.route),
+        .chain(report.attempts.iter().map(|a| {
+            let quic = if a.transport == TransportKind::Quic {
+                " quic"
+            } else {
+                ""
+            };
+            match &a.proxy {
+                Some(proxy) => format!(
+                    "#{} {}{quic} {} ({})",
+                    a.id,
+                    family(a.family),
+                    a.route,
+                    escaped(proxy)
+                ),
+                None => format!("#{} {}{quic} {}", a.id, family(a.family), a.route),
+            }
         }))
         .collect();
     let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
@@ -158,13 +167,17 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
         let end_t = a.ended.unwrap_or(total);
         let start = column(a.started, total, width);
         let end = column(end_t, total, width);
-        // TCP until the handshake finished, TLS after it; a plan without TLS is all TCP.
+        // TCP until the handshake finished, TLS after it; a plan without TLS is all TCP, and
+        // a QUIC attempt is one handshake.
         let mid = match (a.tls, a.tcp_connected) {
             (true, Some(t)) => column(t, total, width),
             _ => end,
         };
         let style = outcome_style(&a.outcome);
-        let bar = bar(start, mid, end, TCP, TLS, width);
+        let bar = match a.transport {
+            TransportKind::Tcp => bar(start, mid, end, TCP, TLS, width),
+            TransportKind::Quic => bar(start, end, end, QUIC, QUIC, width),
+        };
         let end_text = a
             .ended
             .map_or_else(|| "—".to_owned(), |t| format!("{:.1}", ms(t)));
@@ -175,7 +188,19 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
             escaped(&a.outcome.to_string()),
         );
     }
-    let _ = writeln!(out, "  {DIM}{TCP} tcp  {TLS} tls  {DNS} dns{DIM:#}");
+    let quic_legend = if report
+        .attempts
+        .iter()
+        .any(|a| a.transport == TransportKind::Quic)
+    {
+        format!("  {QUIC} quic")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  {DIM}{TCP} tcp  {TLS} tls{quic_legend}  {DNS} dns{DIM:#}"
+    );
 
     if let Some(won) = report.winning_attempt() {
         let _ = write!(
@@ -196,7 +221,20 @@ pub(crate) fn render(report: &RaceReport, width: usize) -> String {
             None => out.push('\n'),
         }
     }
-    if let Some(b) = report.breakdown() {
+    let quic_won = report
+        .winning_attempt()
+        .is_some_and(|a| a.transport == TransportKind::Quic);
+    if let Some(b) = report.breakdown().filter(|_| quic_won) {
+        // One handshake, TLS inside it: the breakdown counts it as TLS.
+        let _ = writeln!(
+            out,
+            "  timing  dns {:.1} ms + waiting {:.1} ms + quic {:.1} ms = {:.1} ms",
+            ms(b.dns),
+            ms(b.waiting),
+            ms(b.tls),
+            ms(report.elapsed)
+        );
+    } else if let Some(b) = report.breakdown() {
         let _ = writeln!(
             out,
             "  timing  dns {:.1} ms + waiting {:.1} ms + tcp {:.1} ms + tls {:.1} ms = {:.1} ms",
@@ -266,6 +304,7 @@ mod tests {
                     id: 1,
                     route: v6,
                     family: Family::V6,
+                    transport: TransportKind::Tcp,
                     plan: String::new(),
                     tls: true,
                     tls_config: Some(0),
@@ -282,6 +321,7 @@ mod tests {
                     id: 2,
                     route: v4,
                     family: Family::V4,
+                    transport: TransportKind::Tcp,
                     plan: String::new(),
                     tls: true,
                     tls_config: Some(0),
@@ -333,6 +373,40 @@ mod tests {
             rows[8],
             "  timing  dns 10.0 ms + waiting 90.0 ms + tcp 50.0 ms + tls 50.0 ms = 200.0 ms"
         );
+    }
+
+    #[test]
+    fn a_quic_attempt_is_one_bar_of_its_own_and_a_quic_winner_times_one_handshake() {
+        // T44's shape: QUIC on v6 from 10 to 40 ms wins; TCP never started.
+        let mut r = report();
+        r.attempts.truncate(1);
+        let quic = &mut r.attempts[0];
+        quic.transport = TransportKind::Quic;
+        quic.ended = Some(ms(40));
+        quic.outcome = AttemptOutcome::Won;
+        r.winner = Some(1);
+        r.elapsed = ms(40);
+        r.alpn = Some(fastfallback_proto::Alpn::H3);
+        let text = plain(&render(&r, 20));
+        let rows: Vec<&str> = text.lines().collect();
+        let attempt = rows
+            .iter()
+            .find(|l| l.contains("#1 v6"))
+            .expect("the attempt row");
+        assert!(
+            attempt.contains("#1 v6 quic [2001:db8::a]:443")
+                && attempt.contains("▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓│ won"),
+            "{text}"
+        );
+        assert!(!attempt.contains('▒') && !attempt.contains('█'), "{text}");
+        assert!(text.contains("▓ quic"), "the legend names it\n{text}");
+        assert!(text.contains("ALPN h3"), "{text}");
+        assert!(
+            text.contains("timing  dns 10.0 ms + waiting 0.0 ms + quic 30.0 ms = 40.0 ms"),
+            "{text}"
+        );
+        // A race without QUIC keeps its legend as it was.
+        assert!(!plain(&render(&report(), 20)).contains("quic"));
     }
 
     #[test]

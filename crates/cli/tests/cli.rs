@@ -260,8 +260,17 @@ fn demo_plays_every_canned_race_offline() {
     let out = fastfallback(&["demo"]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(text.matches("== ").count(), 9, "{text}");
+    assert_eq!(text.matches("== ").count(), 12, "{text}");
     assert!(text.contains("sockets left open: 0"), "{text}");
+    // The QUIC scenarios: QUIC wins (T44); UDP blocked, TCP one attempt delay later (T43);
+    // then TCP first, from broken-QUIC memory.
+    assert!(text.contains("start #1 quic [2001:db8::a]:443"), "{text}");
+    let second = text
+        .split("== UDP blocked, second contact ==")
+        .nth(1)
+        .expect("the second contact");
+    let first_start = second.lines().find(|l| l.contains("start #1")).unwrap();
+    assert!(first_start.contains("start #1 tcp"), "{second}");
     assert_eq!(
         fastfallback(&["demo", "no such scenario"]).status.code(),
         Some(1)
@@ -771,4 +780,127 @@ fn get_json_prints_one_object_describing_the_exchange() {
     assert!(json["total_ms"].as_f64().unwrap() >= json["first_byte_ms"].as_f64().unwrap());
     assert_eq!(json["report"]["winner"], 1);
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+/// `quic.test` on 127.0.0.1 through a DNS server on loopback (`1 . alpn=h3,h2`), an HTTPS
+/// server (h2) on a TCP port and a QUIC server (h3) on the same UDP port; the CA file.
+struct QuicOrigin {
+    port: u16,
+    dns: fastfallback_testnet::LoopbackDns,
+    ca: PathBuf,
+    _quic: quinn::Endpoint,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl QuicOrigin {
+    fn start(test: &str) -> Self {
+        use fastfallback_testnet::{DnsZone, HttpsSpec};
+        let tls = TlsMaterial::new(&["quic.test".to_owned()], &[]).unwrap();
+        let ca = std::env::temp_dir().join(format!(
+            "fastfallback-cli-{test}-{}.der",
+            std::process::id()
+        ));
+        std::fs::write(&ca, tls.ca_der().as_ref()).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (port, quic) = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let options = HttpOptions {
+                tls: Some(tls.with_alpn(&[b"h2".to_vec()])),
+                ..HttpOptions::default()
+            };
+            serve(listener, options);
+            let crypto =
+                quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()]))
+                    .unwrap();
+            let config = quinn::ServerConfig::with_crypto(std::sync::Arc::new(crypto));
+            let at = SocketAddr::from(([127, 0, 0, 1], port));
+            let endpoint = quinn::Endpoint::server(config, at).unwrap();
+            let accepting = endpoint.clone();
+            tokio::spawn(async move {
+                while let Some(incoming) = accepting.accept().await {
+                    // Held until the client closes.
+                    tokio::spawn(async move {
+                        if let Ok(conn) = incoming.await {
+                            conn.closed().await;
+                        }
+                    });
+                }
+            });
+            (port, endpoint)
+        });
+        let dns = fastfallback_testnet::LoopbackDns::start().unwrap();
+        dns.set_dns(
+            "quic.test",
+            DnsZone {
+                a: vec![std::net::Ipv4Addr::LOCALHOST],
+                https: vec![HttpsSpec::service(1).alpn(["h3", "h2"])],
+                ..DnsZone::default()
+            },
+        );
+        Self {
+            port,
+            dns,
+            ca,
+            _quic: quic,
+            _runtime: runtime,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            format!("https://quic.test:{}", self.port),
+            "--dns".into(),
+            self.dns.addr().to_string(),
+            "--ca".into(),
+            self.ca.to_str().unwrap().into(),
+            "--policy".into(),
+            "quic=true".into(),
+        ]
+    }
+}
+
+impl Drop for QuicOrigin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.ca);
+    }
+}
+
+#[test]
+fn connect_races_quic_and_draws_its_attempt_and_the_json_names_its_transport() {
+    let origin = QuicOrigin::start("quic");
+    let args = origin.args();
+    let mut argv: Vec<&str> = vec!["connect"];
+    argv.extend(args.iter().map(String::as_str));
+    let out = fastfallback(&argv);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("won by #1"), "{text}");
+    assert!(text.contains("#1 v4 quic 127.0.0.1:"), "{text}");
+    assert!(text.contains("▓ quic"), "{text}");
+    assert!(text.contains(", ALPN h3"), "{text}");
+    assert!(
+        text.contains("+ quic "),
+        "the timing line names the handshake\n{text}"
+    );
+
+    argv.push("--json");
+    let out = fastfallback(&argv);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = &json["contacts"][0];
+    assert_eq!(report["alpn"], "h3", "{report}");
+    assert_eq!(report["attempts"][0]["transport"], "quic", "{report}");
+    assert_eq!(report["winner"], report["attempts"][0]["id"], "{report}");
+}
+
+#[test]
+fn get_refuses_quic_until_the_pool_speaks_http3() {
+    let out = fastfallback(&["get", "https://localhost:1/", "--policy", "quic=true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("HTTP/3"), "{}", stderr(&out));
 }

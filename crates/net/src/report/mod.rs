@@ -7,7 +7,7 @@ use std::time::Duration;
 use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
 use fastfallback_proto::{
     Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
-    QueryKind, QueryName, Winner,
+    QueryKind, QueryName, TransportKind, Winner,
 };
 use serde::Serialize;
 
@@ -203,6 +203,10 @@ pub struct AttemptReport {
     /// The route's address family.
     #[serde(serialize_with = "json::family")]
     pub family: Family,
+    /// What it connected over: TCP (then perhaps a tunnel and TLS), or QUIC (one handshake,
+    /// TLS inside it, HEv3 §6.1).
+    #[serde(serialize_with = "json::display")]
+    pub transport: TransportKind,
     /// Its steps, e.g. `tcp [2001:db8::1]:443 → tls example.com [h2, http/1.1]`.
     pub plan: String,
     /// Whether its plan has a TLS step.
@@ -336,9 +340,10 @@ pub struct Breakdown {
     /// From there to the winning attempt's start: the Resolution Delay, the staggering and
     /// the attempts that came before it.
     pub waiting: Duration,
-    /// The winner's TCP handshake.
+    /// The winner's TCP handshake (zero for a QUIC winner).
     pub tcp: Duration,
-    /// The winner's TLS handshake (zero without TLS).
+    /// The winner's TLS handshake (zero without TLS); for a QUIC winner its one handshake,
+    /// which carries TLS.
     pub tls: Duration,
 }
 
@@ -358,7 +363,10 @@ impl RaceReport {
     pub fn breakdown(&self) -> Option<Breakdown> {
         let won = self.winning_attempt()?;
         let end = won.ended.unwrap_or(self.elapsed);
-        let tcp_end = won.tcp_connected.unwrap_or(end);
+        let tcp_end = match won.transport {
+            TransportKind::Tcp => won.tcp_connected.unwrap_or(end),
+            TransportKind::Quic => won.started,
+        };
         let dns = self
             .queries
             .iter()
@@ -391,6 +399,7 @@ impl RaceReport {
                 id: r.id.get(),
                 route: r.plan.route.target,
                 family: Family::of(r.plan.route.target.ip()),
+                transport: r.plan.transport,
                 plan: r.plan.to_string(),
                 tls: r.plan.tls.is_some(),
                 tls_config: r.plan.tls.as_ref().map(|t| t.config),

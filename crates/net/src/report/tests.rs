@@ -12,6 +12,7 @@ fn attempt(id: u32, route: &str, started: u64, outcome: AttemptOutcome) -> Attem
         id,
         route,
         family: Family::of(route.ip()),
+        transport: TransportKind::Tcp,
         plan: format!("tcp {route}"),
         tls: false,
         tls_config: None,
@@ -82,13 +83,13 @@ fn json_field_names_and_shapes_are_the_documented_ones() {
             "answer": null
         }],
         "attempts": [
-            {"id": 1, "route": "[2001:db8::a]:80", "family": "v6", "plan": "tcp [2001:db8::a]:80",
+            {"id": 1, "route": "[2001:db8::a]:80", "family": "v6", "transport": "tcp", "plan": "tcp [2001:db8::a]:80",
              "tls": false, "tls_config": null, "proxy": null, "started_ms": 10.0, "tcp_connected_ms": null, "ended_ms": 270.0,
              "outcome": {"status": "cancelled", "reason": "lost_race", "phase": "tcp"}},
-            {"id": 2, "route": "192.0.2.1:80", "family": "v4", "plan": "tcp 192.0.2.1:80",
+            {"id": 2, "route": "192.0.2.1:80", "family": "v4", "transport": "tcp", "plan": "tcp 192.0.2.1:80",
              "tls": false, "tls_config": null, "proxy": null, "started_ms": 20.0, "tcp_connected_ms": null, "ended_ms": 270.0,
              "outcome": {"status": "failed", "kind": "refused", "phase": "tcp", "detail": "refused"}},
-            {"id": 3, "route": "192.0.2.2:80", "family": "v4", "plan": "tcp 192.0.2.2:80",
+            {"id": 3, "route": "192.0.2.2:80", "family": "v4", "transport": "tcp", "plan": "tcp 192.0.2.2:80",
              "tls": false, "tls_config": null, "proxy": null, "started_ms": 260.0, "tcp_connected_ms": null, "ended_ms": 270.0,
              "outcome": {"status": "won"}}
         ],
