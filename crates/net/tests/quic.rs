@@ -155,6 +155,36 @@ async fn udp_silent_starts_tcp_one_attempt_delay_after_quic_and_the_next_contact
     assert_eq!(report.attempts.len(), 1, "{report}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alt_svc_alternative_from_a_response_makes_the_next_connect_race_quic() {
+    // No HTTPS record: the origin's addresses are TCP only, until a response names an h3
+    // alternative (RFC 7838).
+    let (tls, port) = tcp_origin().await;
+    let _server = quic_server(&tls, port);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let dns = FakeDns::new()
+        .addresses(NAME, QueryKind::A, [LOCALHOST])
+        .addresses(NAME, QueryKind::Aaaa, [])
+        .answer(NAME, QueryKind::Https, DnsAnswer::Addresses(Vec::new()));
+    let connector = Connector::builder()
+        .root_certificates(roots)
+        .resolver(dns)
+        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
+        .build()
+        .unwrap();
+    let first = connect(&connector, port).await;
+    assert_eq!(first.alpn(), Some(&Alpn::H2), "{}", first.report());
+    assert_eq!(first.report().attempts.len(), 1, "{}", first.report());
+
+    let origin = fastfallback_route::Address::parse(&format!("https://{NAME}:{port}")).unwrap();
+    assert!(connector.learn_alt_svc(&origin, &format!("h3=\":{port}\"; ma=60")));
+    let second = connect(&connector, port).await;
+    let report = second.report();
+    assert_eq!(second.alpn(), Some(&Alpn::H3), "{report}");
+    assert!(report.attempts[0].plan.starts_with("quic "), "{report}");
+}
+
 #[test]
 fn a_tls_configuration_without_tls13_cannot_carry_quic_and_is_refused_at_build() {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

@@ -41,8 +41,8 @@ pub use address::{
 pub use fastfallback_proto::Family;
 pub use interleave::interleave;
 pub use memory::{
-    Lesson, LessonKind, MAX_FILE_BYTES, MemoryView, NetworkId, PersistError, QUIC_BROKEN_FOR,
-    RouteDatabase, RouteMemory,
+    Lesson, LessonKind, MAX_ALTERNATIVES_KEPT, MAX_FILE_BYTES, MemoryView, NetworkId, PersistError,
+    QUIC_BROKEN_FOR, RouteDatabase, RouteMemory,
 };
 pub use nat64::{Nat64Error, Nat64Prefix};
 pub use resolution::{

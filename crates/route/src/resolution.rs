@@ -208,8 +208,9 @@ pub struct Candidate<'a> {
     /// Whether it is reached over TCP ([`ServiceInfo::tcp`]; always for the origin's own
     /// addresses).
     pub tcp: bool,
-    /// Whether it is reached over QUIC ([`ServiceInfo::quic`]; never for the origin's own
-    /// addresses, which no record vouches for).
+    /// Whether it is reached over QUIC ([`ServiceInfo::quic`]; for the origin's own
+    /// addresses only at the ports of its Alt-Svc alternatives,
+    /// [`Resolution::with_alternatives`]).
     pub quic: bool,
 }
 
@@ -358,6 +359,10 @@ pub struct Resolution {
     ech: bool,
     /// Whether the client speaks HTTP/3 over QUIC: records listing `h3` are compatible.
     quic: bool,
+    /// The ports of the origin's `h3` alternatives on its own host (RFC 7838 Alt-Svc), in the
+    /// server's order: QUIC endpoints on the origin's addresses when no HTTPS record speaks
+    /// for it ([`Self::with_alternatives`]).
+    alternatives: SmallVec<[u16; 1]>,
 }
 
 fn idx(k: QueryKind) -> usize {
@@ -416,6 +421,7 @@ impl Resolution {
             seed: 0,
             ech: false,
             quic: false,
+            alternatives: SmallVec::new(),
         }
     }
 
@@ -498,6 +504,19 @@ impl Resolution {
     #[must_use]
     pub fn speaking_quic(mut self, quic: bool) -> Self {
         self.quic = quic;
+        self
+    }
+
+    /// The same aggregation for an origin whose responses named HTTP/3 alternatives on its
+    /// own host at `ports` (RFC 7838 Alt-Svc, kept by route memory). For a client that speaks
+    /// QUIC, the origin's own addresses are then reached over QUIC at those ports too, ahead
+    /// of TCP on each address (profile P11) — but only once the HTTPS answer is in (or was
+    /// never asked for) and no compatible record came: a client that reads both Alt-Svc and
+    /// HTTPS records attempts only what both allow (HEv3 §6.2, RFC 9460 §9.3, R-37), and a
+    /// record that speaks for the origin decides its transports.
+    #[must_use]
+    pub fn with_alternatives(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
+        self.alternatives = ports.into_iter().collect();
         self
     }
 
@@ -1020,6 +1039,22 @@ impl Resolution {
         // fallback", E-01).
         if !self.svcb_reliant() {
             let without_svcb = !self.services.is_empty();
+            // Alt-Svc's QUIC alternatives, ahead of TCP, when nothing in DNS contradicts
+            // them (R-37: no compatible record, and none still to come).
+            let alt_svc = self.quic && self.services.is_empty() && !self.https_pending();
+            for &port in self.alternatives.iter().filter(|_| alt_svc) {
+                self.visit_name(&self.names[0], &[], keep_hints, |ip| {
+                    f(Candidate {
+                        ip,
+                        port: Some(port),
+                        group,
+                        ech: None,
+                        without_svcb: false,
+                        tcp: false,
+                        quic: true,
+                    })
+                });
+            }
             self.visit_name(&self.names[0], &[], keep_hints, |ip| {
                 f(Candidate {
                     ip,

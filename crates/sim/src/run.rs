@@ -201,10 +201,18 @@ impl<'a> Player<'a> {
             Some(db) => db.view(scenario.network, &scenario.address, t0),
             None => MemoryView::disabled(),
         };
+        // Alt-Svc's HTTP/3 alternatives, as the driver asks for them: only when racing QUIC.
+        let alternatives = match &scenario.db {
+            Some(db) if scenario.policy.quic => {
+                db.alternatives(scenario.network, &scenario.address, t0)
+            }
+            _ => Vec::new(),
+        };
         let input = RaceInput::new(scenario.connectivity)
             .memory(memory)
             .seed(scenario.seed)
-            .waiting(scenario.waiting);
+            .waiting(scenario.waiting)
+            .alternatives(alternatives);
         let race = FastFallbackExchangeFinder::new(
             scenario.address.clone(),
             scenario.policy.clone(),

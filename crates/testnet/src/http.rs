@@ -20,6 +20,8 @@
 //! - `/silent`: never answers (the stream or connection stays open);
 //! - `/goaway`: HTTP/2 sends the response head and half the body, then `GOAWAY` with
 //!   `INTERNAL_ERROR` and closes the connection mid-stream;
+//! - `/alt-svc/h3/PORT`: answers `ok` with `alt-svc: h3=":PORT"; ma=3600` (RFC 7838), and
+//!   `/alt-svc/clear` with `alt-svc: clear`;
 //! - anything else: `ok`.
 
 use std::sync::Arc;
@@ -315,6 +317,12 @@ async fn answer(
         body = echo.body;
     } else if path == "/close" {
         response = response.header(http::header::CONNECTION, "close");
+    } else if let Some(alt) = path.strip_prefix("/alt-svc/") {
+        let value = match alt.strip_prefix("h3/").map(str::parse::<u16>) {
+            Some(Ok(port)) => format!("h3=\":{port}\"; ma=3600"),
+            _ => "clear".to_owned(),
+        };
+        response = response.header(http::header::ALT_SVC, value);
     } else if let Some(code) = path.strip_prefix("/status/") {
         let status = code
             .parse::<u16>()

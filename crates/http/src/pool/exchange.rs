@@ -401,7 +401,13 @@ impl Exchange {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        // Taken first: a response carries the connection (and its origin) away. Cloned only
+        // when the connector races QUIC, the one use of what `Alt-Svc` says.
+        let alt_svc = self.origin().filter(|o| o.reads_alt_svc()).cloned();
         let sent = self.send_inner(request).await;
+        if let (Ok(response), Some(origin)) = (&sent, alt_svc) {
+            origin.note_alt_svc(response.headers());
+        }
         if let Err(e) = &sent {
             match &mut self.carrier {
                 Carrier::Pooled(lease) => lease.call.fail(&e.error),

@@ -69,6 +69,28 @@ impl Origin {
         &self.inner.address
     }
 
+    /// Whether responses from this origin are read for `Alt-Svc` ([`Self::note_alt_svc`]):
+    /// when the connector races QUIC, the only use of what they say.
+    pub(super) fn reads_alt_svc(&self) -> bool {
+        self.inner.shared.connector.policy().quic
+    }
+
+    /// Hands the `Alt-Svc` fields of a response from this origin to the connector's route
+    /// memory (RFC 7838 §3; [`fastfallback_net::Connector::learn_alt_svc`]): its later
+    /// connects race the HTTP/3 alternatives over QUIC. Several fields are one list (RFC 9110
+    /// §5.3).
+    pub(super) fn note_alt_svc(&self, headers: &http::HeaderMap) {
+        let connector = &self.inner.shared.connector;
+        let values: Vec<&str> = headers
+            .get_all(http::header::ALT_SVC)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if !values.is_empty() {
+            connector.learn_alt_svc(&self.inner.address, &values.join(", "));
+        }
+    }
+
     /// The pool key: connections are shared only between origins with equal keys (and, for
     /// HTTP/2 coalescing, under the conditions of [`Pool`](super::Pool)).
     pub fn key(&self) -> &PoolKey {

@@ -73,6 +73,22 @@ impl Connector {
         self.inner.network(tokio::time::Instant::now())
     }
 
+    /// Takes an `Alt-Svc` field value (RFC 7838 §3) from a response of `origin` into route
+    /// memory: its HTTP/3 alternatives on the origin's own host are raced over QUIC by later
+    /// connects to the origin on this network, while their `ma` runs and no HTTPS record
+    /// says otherwise. A pool calls this for each response that carries the field.
+    /// Only a connector that races QUIC ([`FallbackPolicy::quic`]) and has route memory
+    /// keeps anything; returns whether it did (or forgot, for `clear`).
+    pub fn learn_alt_svc(&self, origin: &Address, value: &str) -> bool {
+        let Some(db) = self.inner.db.as_ref().filter(|_| self.inner.policy.quic) else {
+            return false;
+        };
+        let reading = clock::reading();
+        let network = self.inner.network(reading).id;
+        let value = fastfallback_proto::parse_alt_svc(value);
+        db.learn_alt_svc(network, origin, &value, clock::race_time(reading))
+    }
+
     /// Writes route memory to the memory file now, if the connector has one.
     pub fn save_memory(&self) -> io::Result<()> {
         match (&self.inner.memory_file, &self.inner.db) {

@@ -143,11 +143,20 @@ impl Race {
             (Some(db), _) => db.view(network.id, &address, t0.at()),
             (None, _) => fastfallback_route::MemoryView::disabled(),
         };
+        // Alt-Svc's HTTP/3 alternatives (RFC 7838): asked only by a connector that races
+        // QUIC, so that no other connect pays for the look-up.
+        let alternatives = match (&inner.db, address.connect_host()) {
+            (Some(db), (Host::Name(_), _)) if inner.policy.quic => {
+                db.alternatives(network.id, &address, t0.at())
+            }
+            _ => Vec::new(),
+        };
         let input = RaceInput {
             connectivity: network.connectivity,
             memory,
             seed: inner.next_seed(),
             waiting: link.as_ref().is_some_and(|l| l.waiting),
+            alternatives,
         };
         let state = RaceState::Built(FastFallbackExchangeFinder::boxed(
             address,

@@ -17,6 +17,11 @@ pub struct RaceInput {
     ///
     /// [`RacePhase::Waiting`]: super::RacePhase::Waiting
     pub waiting: bool,
+    /// The ports of the origin's HTTP/3 alternatives on its own host, from Alt-Svc
+    /// ([`fastfallback_route::RouteDatabase::alternatives`]): QUIC endpoints for a QUIC
+    /// client when no HTTPS record speaks for the origin
+    /// ([`fastfallback_route::Resolution::with_alternatives`], R-37).
+    pub alternatives: Vec<u16>,
 }
 
 impl RaceInput {
@@ -27,6 +32,7 @@ impl RaceInput {
             memory: MemoryView::disabled(),
             seed: 0,
             waiting: false,
+            alternatives: Vec::new(),
         }
     }
 
@@ -50,6 +56,13 @@ impl RaceInput {
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// With the origin's Alt-Svc HTTP/3 alternatives ([`Self::alternatives`]).
+    #[must_use]
+    pub fn alternatives(mut self, ports: Vec<u16>) -> Self {
+        self.alternatives = ports;
         self
     }
 }

@@ -196,6 +196,7 @@ impl FastFallbackExchangeFinder {
             mut memory,
             seed,
             waiting,
+            alternatives,
         } = input;
         connectivity.v6 &= policy.family.allows(Family::V6);
         connectivity.v4 &= policy.family.allows(Family::V4);
@@ -206,7 +207,8 @@ impl FastFallbackExchangeFinder {
         if history_ignored {
             memory.forget();
         }
-        let (resolution, queries) = Self::first_answers(&address, &policy, connectivity, seed);
+        let (resolution, queries) =
+            Self::first_answers(&address, &policy, connectivity, seed, alternatives);
         let phase = if waiting {
             RacePhase::Waiting
         } else if resolution.moved_on() {

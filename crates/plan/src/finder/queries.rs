@@ -21,6 +21,7 @@ impl FastFallbackExchangeFinder {
         policy: &FallbackPolicy,
         connectivity: Connectivity,
         seed: u64,
+        alternatives: Vec<u16>,
     ) -> (Answers, [Option<QueryKind>; 3]) {
         let (host, _) = address.connect_host();
         match host {
@@ -68,7 +69,8 @@ impl FastFallbackExchangeFinder {
                 .offering(policy.alpn)
                 .seeded(seed)
                 .ech_capable(policy.ech && address.is_tls())
-                .speaking_quic(policy.quic && address.is_tls());
+                .speaking_quic(policy.quic && address.is_tls())
+                .with_alternatives(alternatives);
                 if let (true, Host::Name(name)) = (https, host) {
                     r = r.named(name);
                 }

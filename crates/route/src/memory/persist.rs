@@ -9,11 +9,13 @@
 //!     family:      srtt_us:u32  rtt_age_ms:u32  path_failure_age_ms:u32
 //!                  (srtt_us's top bit marks a lower bound rather than a measurement)
 //!     quic:        until_ms:i64  marks:u8   (version 2 on; i64::MIN: no record)
-//!     per origin:  host  port:u16  touched_age_ms:u32  routes:u8  quic
+//!     per origin:  host  port:u16  touched_age_ms:u32  routes:u8  quic  alt_svc
 //!       host:      0 len:u8 name | 4 ipv4 (4 bytes) | 6 ipv6 (16 bytes)
 //!       per route: target  srtt_us:u32  rtt_age_ms:u32  failed_age_ms:u32  failures:u16
 //!                  touched_age_ms:u32
 //!       target:    4 ipv4 port:u16 | 6 ipv6 port:u16 scope_id:u32
+//!       alt_svc:   count:u8, then per alternative: port:u16  fresh_for_ms:u32  persist:u8
+//!                  (version 2 on)
 //! fnv1a32 of everything before it: u32
 //! ```
 //!
@@ -32,8 +34,8 @@ use std::time::Duration;
 use fastfallback_proto::Instant;
 
 use super::{
-    FamilyRecord, Inner, MAX_NETWORKS, MAX_ROUTES_PER_ORIGIN, NetworkId, NetworkMemory, OriginKey,
-    OriginMemory, QuicRecord, RouteMemory, RouteRecord, Rtt,
+    AltRecord, FamilyRecord, Inner, MAX_NETWORKS, MAX_ROUTES_PER_ORIGIN, NetworkId, NetworkMemory,
+    OriginKey, OriginMemory, QuicRecord, RouteMemory, RouteRecord, Rtt, alt_svc,
 };
 use crate::Host;
 
@@ -186,6 +188,14 @@ fn put_origin(out: &mut Vec<u8>, key: &OriginKey, o: &OriginMemory, now: Instant
         out.extend_from_slice(&age_ms(now, r.touched).to_le_bytes());
     }
     put_quic(out, o.quic.as_ref(), now);
+    let fresh: Vec<&AltRecord> = o.alt_svc.iter().filter(|a| a.fresh(now)).collect();
+    out.push(u8::try_from(fresh.len()).unwrap_or(u8::MAX));
+    for a in fresh.into_iter().take(usize::from(u8::MAX)) {
+        out.extend_from_slice(&a.port.to_le_bytes());
+        let left = u32::try_from((a.expires - now).as_millis()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&left.to_le_bytes());
+        out.push(u8::from(a.persist));
+    }
 }
 
 pub(super) fn encode(inner: &Inner, now: Instant, wall_secs: u64) -> Vec<u8> {
@@ -292,6 +302,31 @@ impl Ages {
         }
         let age = Duration::from_millis(u64::from(age_ms)) + self.since_written;
         Some(self.now.checked_sub(age).unwrap_or(Instant::ZERO))
+    }
+
+    /// An origin's Alt-Svc alternatives (version 2 on), without those no longer fresh.
+    fn alt_svc(&self, r: &mut Reader<'_>, version: u8) -> Result<Vec<AltRecord>, PersistError> {
+        if version < 2 {
+            return Ok(Vec::new());
+        }
+        let count = r.u8()?;
+        let mut kept = Vec::new();
+        for _ in 0..count {
+            let (port, left, persist) = (r.u16()?, r.u32()?, r.u8()?);
+            if persist > 1 {
+                return Err(PersistError::Malformed("Alt-Svc alternative"));
+            }
+            let left = Duration::from_millis(u64::from(left));
+            if port == 0 || left <= self.since_written || kept.len() == alt_svc::MAX_KEPT {
+                continue;
+            }
+            kept.push(AltRecord {
+                port,
+                expires: self.now + (left - self.since_written),
+                persist: persist == 1,
+            });
+        }
+        Ok(kept)
     }
 
     /// A QUIC record (version 2 on), or `None` when absent or no longer alive.
@@ -449,10 +484,13 @@ pub(super) fn decode(
                 }
             }
             let quic = ages.quic(&mut r, version)?;
-            // An origin past the TTL is kept only for a QUIC record that is still alive.
-            let touched = match quic {
-                None => ages.at(touched_age),
-                Some(_) => ages.at_any(touched_age),
+            let alt_svc = ages.alt_svc(&mut r, version)?;
+            // An origin past the TTL is kept only for a QUIC record that is still alive, or
+            // for Alt-Svc alternatives still fresh.
+            let touched = if quic.is_none() && alt_svc.is_empty() {
+                ages.at(touched_age)
+            } else {
+                ages.at_any(touched_age)
             };
             let Some(touched) = touched else {
                 continue;
@@ -461,6 +499,7 @@ pub(super) fn decode(
                 routes,
                 touched,
                 quic,
+                alt_svc,
             };
             let slots = origin.slots();
             if port == 0 || slots == 0 || net.routes + slots > config.max_routes {
@@ -622,6 +661,47 @@ mod tests {
         );
         // Read one TTL after the period ended: forgotten.
         assert!(read(1_001_201).is_empty());
+    }
+
+    #[test]
+    fn alt_svc_alternatives_are_read_back_with_what_is_left_of_their_max_age() {
+        let db = RouteDatabase::new(RouteMemory::default());
+        let origin = Address::parse("https://example.com").unwrap();
+        let t = Instant::from_millis(100_000);
+        let value = fastfallback_proto::parse_alt_svc(r#"h3=":443"; ma=600, h3=":8443"; ma=60"#);
+        db.learn_alt_svc(NetworkId(7), &origin, &value, t);
+        let bytes = db.encode(t, 1_000_000);
+        let now = Instant::from_millis(5_000_000);
+        // Read 30 s later: both fresh; 2 minutes later: the 60 s one is gone; 11 minutes
+        // later (past the TTL too): none.
+        for (wall, want) in [
+            (1_000_030, &[443, 8443][..]),
+            (1_000_120, &[443]),
+            (1_000_660, &[]),
+        ] {
+            let read = RouteDatabase::new(RouteMemory::default());
+            read.decode_into(&bytes, now, wall).unwrap();
+            assert_eq!(
+                read.alternatives(NetworkId(7), &origin, now),
+                want,
+                "at {wall}"
+            );
+        }
+        let read = RouteDatabase::new(RouteMemory::default());
+        read.decode_into(&bytes, now, 1_000_120).unwrap();
+        let left = Duration::from_secs(480);
+        assert_eq!(
+            read.alternatives(
+                NetworkId(7),
+                &origin,
+                now + (left - Duration::from_millis(1))
+            ),
+            [443]
+        );
+        assert!(
+            read.alternatives(NetworkId(7), &origin, now + left)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -420,3 +420,60 @@ fn loopback_quic_lessons_teach_the_origin_but_not_the_network() {
     assert!(db.view(HOME, &localhost, at(1)).is_quic_broken(at(1)));
     assert!(!db.view(HOME, &origin(), at(1)).is_quic_broken(at(1)));
 }
+
+fn alt(value: &str) -> AltSvc {
+    fastfallback_proto::parse_alt_svc(value)
+}
+
+#[test]
+fn a_new_alt_svc_value_replaces_the_alternatives_and_clear_forgets_them() {
+    let db = RouteDatabase::new(RouteMemory::default());
+    let o = origin();
+    assert!(db.learn_alt_svc(HOME, &o, &alt(r#"h3=":443", h3=":8443""#), at(0)));
+    assert_eq!(db.alternatives(HOME, &o, at(1)), [443, 8443]);
+    db.learn_alt_svc(HOME, &o, &alt(r#"h3=":9443""#), at(2));
+    assert_eq!(db.alternatives(HOME, &o, at(3)), [9443]);
+    // A value none of whose alternatives parses says nothing (RFC 7838 §3).
+    assert!(!db.learn_alt_svc(HOME, &o, &alt("garbage"), at(4)));
+    assert_eq!(db.alternatives(HOME, &o, at(5)), [9443]);
+    assert!(db.learn_alt_svc(HOME, &o, &alt("clear"), at(6)));
+    assert!(db.alternatives(HOME, &o, at(7)).is_empty());
+    assert_eq!(db.len(HOME), 0, "no slot for an origin with nothing kept");
+}
+
+#[test]
+fn only_h3_on_the_origins_own_host_is_kept_and_only_for_https_origins_without_proxies() {
+    let db = RouteDatabase::new(RouteMemory::default());
+    let value = alt(r#"h2=":8443", h3="cdn.example:443", h3="EXAMPLE.COM.:4443", h3=":443""#);
+    db.learn_alt_svc(HOME, &origin(), &value, at(0));
+    assert_eq!(db.alternatives(HOME, &origin(), at(1)), [4443, 443]);
+    let plain = Address::parse("http://example.com").unwrap();
+    assert!(!db.learn_alt_svc(HOME, &plain, &value, at(0)));
+    let proxied = origin().with_proxy(crate::Proxy::http(Host::Name("proxy.example".into()), 3128));
+    assert!(!db.learn_alt_svc(HOME, &proxied, &value, at(0)));
+    assert!(db.alternatives(HOME, &proxied, at(1)).is_empty());
+}
+
+#[test]
+fn alternatives_are_set_aside_on_another_network_unless_they_persist() {
+    let db = RouteDatabase::new(RouteMemory::default());
+    let other = Address::parse("https://other.example").unwrap();
+    db.learn_alt_svc(HOME, &origin(), &alt(r#"h3=":443""#), at(0));
+    db.learn_alt_svc(HOME, &other, &alt(r#"h3=":443"; persist=1"#), at(0));
+    let away = NetworkId(2);
+    assert!(db.alternatives(away, &origin(), at(1)).is_empty());
+    assert_eq!(db.alternatives(away, &other, at(1)), [443]);
+}
+
+#[test]
+fn origins_known_only_for_their_alternatives_stay_within_the_bound() {
+    let db = RouteDatabase::new(RouteMemory {
+        max_routes: 16,
+        ..Default::default()
+    });
+    for i in 0..100u64 {
+        let o = Address::parse(&format!("https://h{i}.example")).unwrap();
+        db.learn_alt_svc(HOME, &o, &alt(r#"h3=":443""#), at(i));
+        assert!(db.len(HOME) <= 16, "{} slots", db.len(HOME));
+    }
+}

@@ -1,0 +1,73 @@
+//! The pool reads `Alt-Svc` (RFC 7838) from responses into the connector's route memory, so
+//! that later races to the origin try its HTTP/3 alternative over QUIC.
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use fastfallback_http::Pool;
+use fastfallback_net::{Connector, FallbackPolicy, StaticResolver};
+use fastfallback_route::Address;
+use fastfallback_testkit::loopback::bind;
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::{HttpOptions, serve};
+
+/// An HTTPS server (h2) for `origin.test` on 127.0.0.1, and a pool whose connector races
+/// QUIC when `quic`; the origin's URL.
+async fn setup(quic: bool) -> (Pool, String) {
+    let tls = TlsMaterial::new(&["origin.test".to_owned()], &[]).unwrap();
+    let (listener, port) = bind().await;
+    serve(
+        listener,
+        HttpOptions {
+            tls: Some(tls.with_alpn(&[b"h2".to_vec()])),
+            ..HttpOptions::default()
+        },
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let connector = Connector::builder()
+        .resolver(StaticResolver::new().with("origin.test", [localhost]))
+        .root_certificates(roots)
+        .policy(FallbackPolicy::builder().quic(quic).build().unwrap())
+        .build()
+        .unwrap();
+    (Pool::new(connector), format!("https://origin.test:{port}"))
+}
+
+async fn get(pool: &Pool, url: &str, path: &str) {
+    let origin = pool.origin(url).unwrap();
+    let exchange = pool.exchange(&origin).await.unwrap();
+    let request = http::Request::get(path).body(Bytes::new()).unwrap();
+    let response = exchange.send(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+fn alternatives(pool: &Pool, url: &str) -> Vec<u16> {
+    let connector = pool.connector();
+    let db = connector.route_database().expect("route memory");
+    let origin = Address::parse(url).unwrap();
+    db.alternatives(
+        connector.network().id,
+        &origin,
+        fastfallback_net::link::now(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_naming_an_h3_alternative_is_remembered_and_clear_forgets_it() {
+    let (pool, url) = setup(true).await;
+    get(&pool, &url, "/").await;
+    assert!(alternatives(&pool, &url).is_empty());
+    get(&pool, &url, "/alt-svc/h3/4433").await;
+    assert_eq!(alternatives(&pool, &url), [4433]);
+    get(&pool, &url, "/alt-svc/clear").await;
+    assert!(alternatives(&pool, &url).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_connector_does_not_race_quic_keeps_no_alternatives() {
+    let (pool, url) = setup(false).await;
+    get(&pool, &url, "/alt-svc/h3/4433").await;
+    assert!(alternatives(&pool, &url).is_empty());
+}
