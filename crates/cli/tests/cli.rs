@@ -54,19 +54,26 @@ struct Https {
     _runtime: tokio::runtime::Runtime,
 }
 
+/// What a test's servers need: a certificate for `name`, a file holding its CA (DER), named
+/// after the test, and a runtime of one worker for them.
+fn server_set_up(test: &str, name: &str) -> (TlsMaterial, PathBuf, tokio::runtime::Runtime) {
+    let tls = TlsMaterial::new(&[name.to_owned()], &[]).unwrap();
+    let ca = std::env::temp_dir().join(format!(
+        "fastfallback-cli-{test}-{}.der",
+        std::process::id()
+    ));
+    std::fs::write(&ca, tls.ca_der().as_ref()).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    (tls, ca, runtime)
+}
+
 impl Https {
     fn start(test: &str, alpn: &[&[u8]]) -> Self {
-        let tls = TlsMaterial::new(&["localhost".to_owned()], &[]).unwrap();
-        let ca = std::env::temp_dir().join(format!(
-            "fastfallback-cli-{test}-{}.der",
-            std::process::id()
-        ));
-        std::fs::write(&ca, tls.ca_der().as_ref()).unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (tls, ca, runtime) = server_set_up(test, "localhost");
         let alpn: Vec<Vec<u8>> = alpn.iter().map(|a| a.to_vec()).collect();
         let addr = runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -795,17 +802,7 @@ struct QuicOrigin {
 impl QuicOrigin {
     fn start(test: &str) -> Self {
         use fastfallback_testnet::{DnsZone, HttpsSpec};
-        let tls = TlsMaterial::new(&["quic.test".to_owned()], &[]).unwrap();
-        let ca = std::env::temp_dir().join(format!(
-            "fastfallback-cli-{test}-{}.der",
-            std::process::id()
-        ));
-        std::fs::write(&ca, tls.ca_der().as_ref()).unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let (tls, ca, runtime) = server_set_up(test, "quic.test");
         let (port, quic) = runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();

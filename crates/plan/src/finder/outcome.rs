@@ -52,6 +52,10 @@ impl FastFallbackExchangeFinder {
     /// connection that started after it was done. QUIC attempts that started after the
     /// winner had no fair chance, so they say nothing.
     fn judge_quic(&mut self, winner: usize, now: Instant) {
+        // Nothing to learn without memory (a loopback literal's race): no scan either.
+        if !self.memory.is_enabled() {
+            return;
+        }
         let w = &self.attempts[winner];
         let lesson = if !w.over_tcp() {
             Some((w.target(), LessonKind::QuicWorked))
