@@ -23,6 +23,9 @@
 //!   flight; requests per second, p50 and p99 ([`warm`]).
 //! - `warm-net`: 100 requests at once on one warm HTTP/2 connection on the test network,
 //!   RTT 20 ms, server think time 20 ms, against the same two (needs root; [`warm_net`]).
+//! - `quic-net` (with the `http3` feature): a GET to a new host whose UDP is blackholed, our
+//!   pool racing QUIC against TCP, first contact and once QUIC is known broken, beside TCP
+//!   alone and hyper-util (needs root; `quic_net`).
 //!
 //! Results go to `target/fastfallback-bench/pool.json` and stdout.
 
@@ -45,6 +48,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 
+#[cfg(feature = "http3")]
+#[path = "pool/quic_net.rs"]
+mod quic_net;
 #[path = "pool/warm.rs"]
 mod warm;
 #[path = "pool/warm_net.rs"]
@@ -102,6 +108,10 @@ fn main() {
     }
     if wanted("warm-net") {
         rows.extend(warm_net::rows(if full { 7 } else { 1 }));
+    }
+    #[cfg(feature = "http3")]
+    if wanted("quic-net") {
+        rows.extend(quic_net::rows(if full { 7 } else { 1 }));
     }
     print(&rows);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");

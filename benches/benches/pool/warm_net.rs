@@ -105,7 +105,7 @@ async fn batch<F: Future<Output = f64>>(get: impl Fn() -> F) -> (Vec<f64>, f64) 
     (latencies, t.elapsed().as_secs_f64() * 1e3)
 }
 
-fn client_config(roots: rustls::RootCertStore, alpn: bool) -> rustls::ClientConfig {
+pub(super) fn client_config(roots: rustls::RootCertStore, alpn: bool) -> rustls::ClientConfig {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -1,0 +1,201 @@
+//! QUIC against TCP on the test network (issue 23's bench rows that need no HTTP/3): the time
+//! to a GET's response head from a new client, RTT 20 ms, when the origin's HTTPS record
+//! offers `h3` and `h2` but UDP to it is blackholed. Our pool races QUIC against TCP and
+//! speaks HTTP/2 on the TCP winner; the rows say what QUIC costs where it cannot work:
+//!
+//! - our pool with TCP alone (`quic` off), and hyper-util's legacy `Client`, for reference;
+//! - our pool racing QUIC, first contact: QUIC leads, TCP starts one attempt delay later
+//!   (target: ≤ TCP alone + the attempt delay + 3 ms);
+//! - our pool racing QUIC once QUIC is known broken on the network (a first GET to another
+//!   host taught it): TCP leads (target: ≤ TCP alone + 3 ms).
+//!
+//! Built with the benches' `http3` feature (the driver's QUIC step):
+//! `cargo bench -p fastfallback-benches --features http3 --bench pool -- quic-net`. Needs
+//! root; skipped with a message otherwise.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fastfallback_benches::{LookupIp, hickory, median, williams_row};
+use fastfallback_http::Pool;
+use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
+use fastfallback_testnet::{DnsZone, HttpsSpec, Match, Rule, ServerKind, TestNet, server_v4};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::Row;
+
+const ORIGIN: &str = "origin.test";
+/// The host a first GET goes to, so that the measured one is to a new host. On a server
+/// address of its own: one shared with the origin would let the pool coalesce the GET onto
+/// the first GET's connection (RFC 9113 §9.1.1), which measures no connect at all.
+const OTHER: &str = "other.test";
+
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+enum Who {
+    Hyper,
+    TcpOnly,
+    QuicFirstContact,
+    QuicKnownBroken,
+}
+
+impl Who {
+    const ALL: [Self; 4] = [
+        Self::Hyper,
+        Self::TcpOnly,
+        Self::QuicFirstContact,
+        Self::QuicKnownBroken,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Hyper => "hyper-util legacy Client (hyper-rustls), TCP",
+            Self::TcpOnly => "fastfallback Pool, TCP only",
+            Self::QuicFirstContact => {
+                "fastfallback Pool racing QUIC, UDP blackholed, first contact"
+            }
+            Self::QuicKnownBroken => "fastfallback Pool racing QUIC, QUIC known broken",
+        }
+    }
+}
+
+/// A GET of `/` from `pool` to `host`: ms to the response head (the body is read after).
+async fn get(pool: &Pool, host: &str) -> f64 {
+    let t = Instant::now();
+    let origin = pool.origin(&format!("https://{host}")).expect("origin");
+    let exchange = pool.exchange(&origin).await.expect("exchange");
+    let request = http::Request::get("/").body(Bytes::new()).expect("request");
+    let response = exchange.send(request).await.expect("response");
+    let head = t.elapsed().as_secs_f64() * 1e3;
+    response.into_body().bytes().await.expect("body");
+    head
+}
+
+/// One measured GET of `who`, from a new client.
+async fn round(who: Who, roots: rustls::RootCertStore) -> f64 {
+    let pool = |quic: bool| {
+        let policy = FallbackPolicy::builder()
+            .quic(quic)
+            .build()
+            .expect("policy");
+        let connector = Connector::builder()
+            .resolver(HickoryResolver::from_resolver(hickory()))
+            .root_certificates(roots.clone())
+            .policy(policy)
+            .build()
+            .expect("connector");
+        Pool::new(connector)
+    };
+    match who {
+        Who::Hyper => {
+            let config = super::warm_net::client_config(roots.clone(), false);
+            let mut http = HttpConnector::new_with_resolver(LookupIp(hickory()));
+            http.enforce_http(false);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                .enable_http1()
+                .enable_http2()
+                .wrap_connector(http);
+            let client: Client<_, Empty<Bytes>> =
+                Client::builder(TokioExecutor::new()).build(https);
+            let uri: http::Uri = format!("https://{ORIGIN}/").parse().expect("uri");
+            let t = Instant::now();
+            let response = client.get(uri).await.expect("hyper-util");
+            let head = t.elapsed().as_secs_f64() * 1e3;
+            response.into_body().collect().await.expect("body");
+            head
+        }
+        Who::TcpOnly => get(&pool(false), ORIGIN).await,
+        Who::QuicFirstContact => get(&pool(true), ORIGIN).await,
+        Who::QuicKnownBroken => {
+            let pool = pool(true);
+            get(&pool, OTHER).await;
+            get(&pool, ORIGIN).await
+        }
+    }
+}
+
+/// The rows: one per contender, the median time to the response head in ms.
+pub(super) fn rows(rounds: usize) -> Vec<Row> {
+    let net = match TestNet::builder()
+        .servers(2)
+        .tls_names(&[ORIGIN, OTHER])
+        .build()
+    {
+        Ok(net) => net,
+        Err(e) => {
+            eprintln!("quic-net: skipped: {}", e.reason());
+            return Vec::new();
+        }
+    };
+    let mut rules = vec![Rule::blackhole(Match::Any).port(443).udp()];
+    for (i, name) in [ORIGIN, OTHER].into_iter().enumerate() {
+        let v4 = server_v4(i as u8);
+        net.set_dns(
+            name,
+            DnsZone {
+                a: vec![v4],
+                https: vec![HttpsSpec::service(1).alpn(["h3", "h2"])],
+                ..DnsZone::default()
+            },
+        );
+        let kind = ServerKind::Http {
+            alpn: vec![b"h2".to_vec()],
+            max_streams: None,
+            goaway_first: 0,
+        };
+        net.serve(SocketAddr::new(IpAddr::V4(v4), 443), kind)
+            .expect("serve");
+        rules.push(Rule::delay(
+            Match::Addr(IpAddr::V4(v4)),
+            Duration::from_millis(10),
+        ));
+    }
+    net.set_rules(rules);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(net.ca_der()).expect("CA");
+    let n = Who::ALL.len();
+    let mut heads = vec![Vec::new(); n];
+    for k in 0..rounds {
+        for i in williams_row(n, k) {
+            let head = net.block_on_client(round(Who::ALL[i], roots.clone()));
+            heads[i].push(head);
+        }
+    }
+    let medians: Vec<f64> = heads.into_iter().map(median).collect();
+    let tcp = medians[1];
+    let delay = FallbackPolicy::default().attempt_delay.as_secs_f64() * 1e3;
+    let mut rows = Vec::new();
+    for (i, who) in Who::ALL.into_iter().enumerate() {
+        let target = match who {
+            Who::QuicFirstContact => Some(tcp + delay + 3.0),
+            Who::QuicKnownBroken => Some(tcp + 3.0),
+            _ => None,
+        };
+        let verdict = target.map_or(String::new(), |t| {
+            let met = if medians[i] <= t { "met" } else { "NOT met" };
+            format!("; target ≤ {t:.1} ms: {met}")
+        });
+        eprintln!(
+            "quic-net: {:<62} head {:>6.1} ms{verdict}",
+            who.label(),
+            medians[i]
+        );
+        rows.push(Row {
+            section: "quic-net",
+            contender: who.label(),
+            value: medians[i],
+            unit: "ms to the response head",
+            connections: None,
+            rounds,
+            detail: Some(format!(
+                "GET to a new host, RTT 20 ms, HTTPS record alpn=h3,h2, UDP blackholed{verdict}"
+            )),
+        });
+    }
+    rows
+}
