@@ -49,7 +49,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fastfallback_proto::{AltSvc, AttemptErrorKind, Family, FxBuildHasher, Instant, Phase};
+use fastfallback_proto::{AttemptErrorKind, Family, FxBuildHasher, Instant, Phase};
 
 use crate::{Address, Host};
 
@@ -573,25 +573,6 @@ impl NetworkMemory {
         self.origins.insert(OriginKey::new(host, port), fresh);
     }
 
-    /// The origin `host`:`port`, made if it is new (after eviction if the network is full).
-    /// It copies the host for the key: for the rare updates (Alt-Svc), not for lessons.
-    fn origin_mut(
-        &mut self,
-        host: &Host,
-        port: u16,
-        now: Instant,
-        config: RouteMemory,
-    ) -> &mut OriginMemory {
-        if self.routes >= config.max_routes
-            && !self.origins.contains_key(&(host, port) as &dyn OriginRef)
-        {
-            self.evict(now, config);
-        }
-        self.origins
-            .entry(OriginKey::new(host, port))
-            .or_insert_with(|| OriginMemory::new(now))
-    }
-
     /// Drops expired origins, then the least recently touched eighth while over `max_routes`.
     fn evict(&mut self, now: Instant, config: RouteMemory) {
         let ttl = config.ttl;
@@ -803,89 +784,6 @@ impl RouteDatabase {
     /// Forgets everything.
     pub fn clear(&self) {
         self.with(|inner| *inner = Inner::default());
-    }
-
-    /// Takes what an `Alt-Svc` field value from a response of `origin`, received at `now` on
-    /// `network`, says (RFC 7838 §3): its HTTP/3 alternatives on the origin's own host
-    /// replace those kept, `clear` forgets them, and a value that parsed to nothing changes
-    /// nothing. Only for `https` origins reached without a proxy: the alternatives would be
-    /// raced over QUIC, which neither `http` origins nor proxies carry. Returns whether
-    /// anything was kept or forgotten.
-    ///
-    /// ```
-    /// use fastfallback_route::{Address, NetworkId, RouteDatabase, RouteMemory};
-    /// use fastfallback_proto::{Instant, parse_alt_svc};
-    ///
-    /// let db = RouteDatabase::new(RouteMemory::default());
-    /// let origin = Address::parse("https://example.com").unwrap();
-    /// let t0 = Instant::from_millis(0);
-    /// let value = parse_alt_svc(r#"h3=":443"; ma=60, h3="other.example:443", h2=":8443""#);
-    /// assert!(db.learn_alt_svc(NetworkId(1), &origin, &value, t0));
-    /// // Only HTTP/3 on the origin's own host is kept, while its `ma` runs.
-    /// assert_eq!(db.alternatives(NetworkId(1), &origin, t0), [443]);
-    /// assert!(db.alternatives(NetworkId(1), &origin, Instant::from_millis(60_000)).is_empty());
-    /// ```
-    pub fn learn_alt_svc(
-        &self,
-        network: NetworkId,
-        origin: &Address,
-        value: &AltSvc,
-        now: Instant,
-    ) -> bool {
-        if !self.config.enabled || !origin.is_tls() || origin.proxy().is_some() {
-            return false;
-        }
-        let Some(kept) = alt_svc::kept(origin.host(), value, now) else {
-            return false;
-        };
-        let (host, port) = origin.connect_host();
-        let config = self.config;
-        self.with(|inner| {
-            let net = inner.network_mut(network);
-            if kept.is_empty() && !net.origins.contains_key(&(host, port) as &dyn OriginRef) {
-                return false;
-            }
-            let o = net.origin_mut(host, port, now, config);
-            let before = o.slots();
-            o.alt_svc = kept;
-            o.touched = o.touched.max(now);
-            let after = o.slots();
-            net.routes = (net.routes + after).saturating_sub(before);
-            true
-        })
-    }
-
-    /// The ports of `origin`'s fresh HTTP/3 alternatives on its own host, in the server's
-    /// order ([`Self::learn_alt_svc`]): those learned on `network`, or, when this network
-    /// knows nothing of the origin, those another network kept with `persist=1` (RFC 7838
-    /// §3.1). The race's input ([`crate::Resolution::with_alternatives`]).
-    pub fn alternatives(&self, network: NetworkId, origin: &Address, now: Instant) -> Vec<u16> {
-        if !self.config.enabled || !origin.is_tls() || origin.proxy().is_some() {
-            return Vec::new();
-        }
-        let (host, port) = origin.connect_host();
-        self.with(|inner| {
-            let ports = |net: &NetworkMemory, persisted: bool| {
-                net.origins
-                    .get(&(host, port) as &dyn OriginRef)
-                    .map(|o| -> Vec<u16> {
-                        o.alt_svc
-                            .iter()
-                            .filter(|a| a.fresh(now) && (a.persist || !persisted))
-                            .map(|a| a.port)
-                            .collect()
-                    })
-            };
-            match inner.network(network).and_then(|n| ports(n, false)) {
-                Some(here) => here,
-                None => inner
-                    .networks
-                    .iter()
-                    .filter(|n| n.id != network)
-                    .find_map(|n| ports(n, true).filter(|p| !p.is_empty()))
-                    .unwrap_or_default(),
-            }
-        })
     }
 
     /// Encodes the store for a file (the `persist` module): bounded, versioned, checksummed. `now` is

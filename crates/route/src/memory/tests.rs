@@ -1,4 +1,5 @@
 use super::*;
+use fastfallback_proto::AltSvc;
 use fastfallback_proto::AttemptErrorKind;
 
 fn ms(n: u64) -> Duration {
