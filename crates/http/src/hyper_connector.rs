@@ -74,6 +74,13 @@ impl tower_service::Service<http::Uri> for HyperConnector {
     fn call(&mut self, uri: http::Uri) -> HyperConnecting {
         let connector = self.connector.clone();
         Box::pin(async move {
+            if connector.policy().quic {
+                // hyper-util's client reads one byte stream; a QUIC winner carries many.
+                return Err(ConnectError::Unsupported(
+                    "HyperConnector speaks HTTP/1.1 and HTTP/2 over TCP: give it a connector \
+                     without FallbackPolicy::quic",
+                ));
+            }
             let address = Address::parse(&uri.to_string()).map_err(ConnectError::InvalidAddress)?;
             let conn = connector.connect_to(address).await?;
             let (stream, story) = conn.into_story();

@@ -15,7 +15,7 @@ use super::conn::{Conn, Proto};
 use super::exchange::{Held, Lease, Parts};
 use super::{Call, Exchange, ExchangeError, Locked, Origin, Shared, State, Trash, Watcher};
 use fastfallback_net::link::{Listeners, Offer, RaceLink, Raced, Spare, Watch, now};
-use fastfallback_net::{ConnectionEvent, Source};
+use fastfallback_net::{ConnectError, ConnectionEvent, Source};
 
 /// A call's registration to run a race.
 pub(super) struct Registration {
@@ -123,7 +123,13 @@ impl Shared {
             }
             Ok(Raced::Connected(conn)) => {
                 let (stream, story) = conn.into_story();
-                let protocol = self.protocol_for(story.alpn(), origin);
+                let protocol = match self.protocol_for(story.alpn(), origin) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        guard.finish(Landing::Failed(&end.lessons));
+                        return Err(e);
+                    }
+                };
                 let peer = story.peer();
                 let streams = self.learned_streams(origin);
                 let weak = Arc::downgrade(self);
@@ -243,7 +249,7 @@ impl Shared {
             Raced::Pooled { .. } => return Ok(()),
         };
         let (stream, story) = conn.into_story();
-        let protocol = self.protocol_for(story.alpn(), origin);
+        let protocol = self.protocol_for(story.alpn(), origin)?;
         let streams = self.learned_streams(origin);
         let weak = Arc::downgrade(self);
         let conn = Conn::handshake(stream, story.peer(), protocol, streams, weak).await?;
@@ -255,13 +261,25 @@ impl Shared {
     }
 
     /// The protocol a new connection speaks: ALPN's choice, or prior-knowledge h2 on
-    /// cleartext when the options say so (RFC 9113 §3.3).
-    pub(super) fn protocol_for(&self, alpn: Option<&Alpn>, origin: &Origin) -> Protocol {
-        match (alpn, origin.is_tls()) {
+    /// cleartext when the options say so (RFC 9113 §3.3). A QUIC connection (ALPN `h3`) is
+    /// refused with a reason: the pool does not speak HTTP/3 yet, and reading HTTP/1.1 from
+    /// a connection of many streams could only fail later and less clearly.
+    pub(super) fn protocol_for(
+        &self,
+        alpn: Option<&Alpn>,
+        origin: &Origin,
+    ) -> Result<Protocol, ExchangeError> {
+        Ok(match (alpn, origin.is_tls()) {
+            (Some(Alpn::H3), _) => {
+                return Err(ExchangeError::Connect(ConnectError::Unsupported(
+                    "a QUIC connection won the race, and the pool does not speak HTTP/3 yet: \
+                     give it a connector without FallbackPolicy::quic",
+                )));
+            }
             (Some(Alpn::H2), true) => Protocol::Http2,
             (_, false) if self.options.prior_knowledge_h2 => Protocol::Http2,
             _ => Protocol::Http11,
-        }
+        })
     }
 
     /// The HTTP/2 stream limit `origin`'s server set on an earlier connection: a new one
@@ -453,7 +471,10 @@ impl Watch for WatchHandle {
                 l.event(&ConnectionEvent::ConnectEnd { attempt, route });
             }
             let peer = route;
-            let protocol = shared.protocol_for(alpn.as_ref(), &origin);
+            // A kept QUIC connection is closed too (the pool speaks no HTTP/3 yet).
+            let Ok(protocol) = shared.protocol_for(alpn.as_ref(), &origin) else {
+                return;
+            };
             if protocol != Protocol::Http2 && reason != CancelReason::Overtaken {
                 // Not worth keeping: dropping it closes it.
                 return;
