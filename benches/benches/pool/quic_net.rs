@@ -7,7 +7,10 @@
 //! - our pool racing QUIC, first contact: QUIC leads, TCP starts one attempt delay later
 //!   (target: ≤ TCP alone + the attempt delay + 3 ms);
 //! - our pool racing QUIC once QUIC is known broken on the network (a first GET to another
-//!   host taught it): TCP leads (target: ≤ TCP alone + 3 ms).
+//!   host taught it): TCP leads (target: ≤ TCP alone + 3 ms);
+//! - our pool racing QUIC to a third host whose UDP works, which speaks HTTP/3: the QUIC
+//!   handshake and the request, two round trips (target: ≤ DNS + 2 RTT + 3 ms, the DNS time
+//!   read from the race's report).
 //!
 //! Built with the benches' `http3` feature (the driver's QUIC step):
 //! `cargo bench -p fastfallback-benches --features http3 --bench pool -- quic-net`. Needs
@@ -29,6 +32,8 @@ use hyper_util::rt::TokioExecutor;
 use super::Row;
 
 const ORIGIN: &str = "origin.test";
+/// A host whose UDP is not blackholed, on a server address of its own, with HTTP/3.
+const H3: &str = "h3.test";
 /// The host a first GET goes to, so that the measured one is to a new host. On a server
 /// address of its own: one shared with the origin would let the pool coalesce the GET onto
 /// the first GET's connection (RFC 9113 §9.1.1), which measures no connect at all.
@@ -40,14 +45,16 @@ enum Who {
     TcpOnly,
     QuicFirstContact,
     QuicKnownBroken,
+    QuicWorks,
 }
 
 impl Who {
-    const ALL: [Self; 4] = [
+    const ALL: [Self; 5] = [
         Self::Hyper,
         Self::TcpOnly,
         Self::QuicFirstContact,
         Self::QuicKnownBroken,
+        Self::QuicWorks,
     ];
 
     fn label(self) -> &'static str {
@@ -58,24 +65,34 @@ impl Who {
                 "fastfallback Pool racing QUIC, UDP blackholed, first contact"
             }
             Self::QuicKnownBroken => "fastfallback Pool racing QUIC, QUIC known broken",
+            Self::QuicWorks => "fastfallback Pool racing QUIC, UDP works: HTTP/3",
         }
     }
 }
 
-/// A GET of `/` from `pool` to `host`: ms to the response head (the body is read after).
-async fn get(pool: &Pool, host: &str) -> f64 {
+/// A GET of `/` from `pool` to `host`: ms to the response head (the body is read after),
+/// and the race's DNS time (ms to its first answer with addresses).
+async fn get_timed(pool: &Pool, host: &str) -> (f64, f64) {
     let t = Instant::now();
     let origin = pool.origin(&format!("https://{host}")).expect("origin");
     let exchange = pool.exchange(&origin).await.expect("exchange");
+    let dns = exchange
+        .report()
+        .and_then(fastfallback_net::RaceReport::breakdown)
+        .map_or(0.0, |b| b.dns.as_secs_f64() * 1e3);
     let request = http::Request::get("/").body(Bytes::new()).expect("request");
     let response = exchange.send(request).await.expect("response");
     let head = t.elapsed().as_secs_f64() * 1e3;
     response.into_body().bytes().await.expect("body");
-    head
+    (head, dns)
 }
 
-/// One measured GET of `who`, from a new client.
-async fn round(who: Who, roots: rustls::RootCertStore) -> f64 {
+async fn get(pool: &Pool, host: &str) -> f64 {
+    get_timed(pool, host).await.0
+}
+
+/// One measured GET of `who`, from a new client: ms to the response head, and the DNS time.
+async fn round(who: Who, roots: rustls::RootCertStore) -> (f64, f64) {
     let pool = |quic: bool| {
         let policy = FallbackPolicy::builder()
             .quic(quic)
@@ -107,23 +124,24 @@ async fn round(who: Who, roots: rustls::RootCertStore) -> f64 {
             let response = client.get(uri).await.expect("hyper-util");
             let head = t.elapsed().as_secs_f64() * 1e3;
             response.into_body().collect().await.expect("body");
-            head
+            (head, 0.0)
         }
-        Who::TcpOnly => get(&pool(false), ORIGIN).await,
-        Who::QuicFirstContact => get(&pool(true), ORIGIN).await,
+        Who::TcpOnly => get_timed(&pool(false), ORIGIN).await,
+        Who::QuicFirstContact => get_timed(&pool(true), ORIGIN).await,
         Who::QuicKnownBroken => {
             let pool = pool(true);
             get(&pool, OTHER).await;
-            get(&pool, ORIGIN).await
+            get_timed(&pool, ORIGIN).await
         }
+        Who::QuicWorks => get_timed(&pool(true), H3).await,
     }
 }
 
 /// The rows: one per contender, the median time to the response head in ms.
 pub(super) fn rows(rounds: usize) -> Vec<Row> {
     let net = match TestNet::builder()
-        .servers(2)
-        .tls_names(&[ORIGIN, OTHER])
+        .servers(3)
+        .tls_names(&[ORIGIN, OTHER, H3])
         .build()
     {
         Ok(net) => net,
@@ -132,9 +150,16 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
             return Vec::new();
         }
     };
-    let mut rules = vec![Rule::blackhole(Match::Any).port(443).udp()];
-    for (i, name) in [ORIGIN, OTHER].into_iter().enumerate() {
+    let mut rules = Vec::new();
+    for (i, name) in [ORIGIN, OTHER, H3].into_iter().enumerate() {
         let v4 = server_v4(i as u8);
+        let at = SocketAddr::new(IpAddr::V4(v4), 443);
+        if name == H3 {
+            let alpn = vec![b"h3".to_vec()];
+            net.serve(at, ServerKind::Quic { alpn }).expect("serve h3");
+        } else {
+            rules.push(Rule::blackhole(Match::Addr(IpAddr::V4(v4))).port(443).udp());
+        }
         net.set_dns(
             name,
             DnsZone {
@@ -148,8 +173,7 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
             max_streams: None,
             goaway_first: 0,
         };
-        net.serve(SocketAddr::new(IpAddr::V4(v4), 443), kind)
-            .expect("serve");
+        net.serve(at, kind).expect("serve");
         rules.push(Rule::delay(
             Match::Addr(IpAddr::V4(v4)),
             Duration::from_millis(10),
@@ -159,14 +183,16 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(net.ca_der()).expect("CA");
     let n = Who::ALL.len();
-    let mut heads = vec![Vec::new(); n];
+    let (mut heads, mut dns) = (vec![Vec::new(); n], vec![Vec::new(); n]);
     for k in 0..rounds {
         for i in williams_row(n, k) {
-            let head = net.block_on_client(round(Who::ALL[i], roots.clone()));
+            let (head, d) = net.block_on_client(round(Who::ALL[i], roots.clone()));
             heads[i].push(head);
+            dns[i].push(d);
         }
     }
     let medians: Vec<f64> = heads.into_iter().map(median).collect();
+    let dns: Vec<f64> = dns.into_iter().map(median).collect();
     let tcp = medians[1];
     let delay = FallbackPolicy::default().attempt_delay.as_secs_f64() * 1e3;
     let mut rows = Vec::new();
@@ -174,6 +200,7 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
         let target = match who {
             Who::QuicFirstContact => Some(tcp + delay + 3.0),
             Who::QuicKnownBroken => Some(tcp + 3.0),
+            Who::QuicWorks => Some(dns[i] + 2.0 * 20.0 + 3.0),
             _ => None,
         };
         let verdict = target.map_or(String::new(), |t| {
@@ -193,7 +220,12 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
             connections: None,
             rounds,
             detail: Some(format!(
-                "GET to a new host, RTT 20 ms, HTTPS record alpn=h3,h2, UDP blackholed{verdict}"
+                "GET to a new host, RTT 20 ms, HTTPS record alpn=h3,h2, {}{verdict}",
+                if who == Who::QuicWorks {
+                    "UDP works"
+                } else {
+                    "UDP blackholed"
+                }
             )),
         });
     }

@@ -69,11 +69,11 @@ impl GetArgs {
     pub(crate) fn check(&self) -> Result<(), String> {
         self.request().map(drop)?;
         self.connector.check()?;
-        if self.connector.policy().is_ok_and(|p| p.quic) {
-            // A QUIC winner carries HTTP/3, which the pool does not speak yet (docs/quic.md).
+        // A QUIC winner carries HTTP/3: only a build whose pool speaks it can take one.
+        if cfg!(not(feature = "quic")) && self.connector.policy().is_ok_and(|p| p.quic) {
             return Err(
-                "quic=true: `get` speaks HTTP/1.1 and HTTP/2, not yet HTTP/3; \
-                 use `connect` to race QUIC"
+                "quic=true: this build of `get` speaks HTTP/1.1 and HTTP/2 only \
+                 (build fastfallback-cli with its `quic` feature)"
                     .to_owned(),
             );
         }

@@ -790,7 +790,7 @@ fn get_json_prints_one_object_describing_the_exchange() {
 }
 
 /// `quic.test` on 127.0.0.1 through a DNS server on loopback (`1 . alpn=h3,h2`), an HTTPS
-/// server (h2) on a TCP port and a QUIC server (h3) on the same UDP port; the CA file.
+/// server (h2) on a TCP port and an HTTP/3 server on the same UDP port; the CA file.
 struct QuicOrigin {
     port: u16,
     dns: fastfallback_testnet::LoopbackDns,
@@ -817,17 +817,7 @@ impl QuicOrigin {
             let config = quinn::ServerConfig::with_crypto(std::sync::Arc::new(crypto));
             let at = SocketAddr::from(([127, 0, 0, 1], port));
             let endpoint = quinn::Endpoint::server(config, at).unwrap();
-            let accepting = endpoint.clone();
-            tokio::spawn(async move {
-                while let Some(incoming) = accepting.accept().await {
-                    // Held until the client closes.
-                    tokio::spawn(async move {
-                        if let Ok(conn) = incoming.await {
-                            conn.closed().await;
-                        }
-                    });
-                }
-            });
+            fastfallback_testnet::http3::serve(endpoint.clone());
             (port, endpoint)
         });
         let dns = fastfallback_testnet::LoopbackDns::start().unwrap();
@@ -896,8 +886,19 @@ fn connect_races_quic_and_draws_its_attempt_and_the_json_names_its_transport() {
 }
 
 #[test]
-fn get_refuses_quic_until_the_pool_speaks_http3() {
-    let out = fastfallback(&["get", "https://localhost:1/", "--policy", "quic=true"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("HTTP/3"), "{}", stderr(&out));
+fn get_goes_over_http3_when_quic_wins() {
+    let origin = QuicOrigin::start("get-h3");
+    let args = origin.args();
+    let mut argv: Vec<&str> = vec!["get"];
+    argv.extend(args.iter().map(String::as_str));
+    let out = fastfallback(&argv);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stdout(&out));
+    assert_eq!(
+        text.lines().next(),
+        Some("200 OK over HTTP/3, on a new connection"),
+        "{text}"
+    );
+    assert_eq!(stdout(&out), "ok");
+    assert!(text.contains(", ALPN h3"), "the race is drawn too\n{text}");
 }

@@ -1,11 +1,15 @@
-//! A connector that races QUIC, given to the pool or to hyper-util, until the pool speaks
-//! HTTP/3: each says so clearly instead of reading HTTP/1.1 from a QUIC connection.
+//! A connector that races QUIC, given to the pool or to hyper-util. With the `http3` feature
+//! the pool speaks HTTP/3 on a QUIC winner (RFC 9114): requests, streamed bodies, reuse and
+//! single flight as on HTTP/2. Without it, and always for hyper-util (which reads one byte
+//! stream), each says so clearly instead of reading HTTP/1.1 from a QUIC connection.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fastfallback_http::{ExchangeError, HyperConnector, Pool};
+#[cfg(not(feature = "http3"))]
+use fastfallback_http::ExchangeError;
+use fastfallback_http::{HyperConnector, Pool};
 use fastfallback_net::{ConnectError, Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
 use fastfallback_testkit::loopback::{LOCALHOST, bind};
@@ -20,6 +24,17 @@ const NAME: &str = "quic.test";
 /// QUIC server (h3) on the same UDP port, which wins the race. A connector racing QUIC, and
 /// the origin's URL.
 async fn quic_origin() -> (Connector, String, quinn::Endpoint) {
+    let (connector, url, quic, _) = h3_origin().await;
+    (connector, url, quic)
+}
+
+/// [`quic_origin`], its QUIC server speaking HTTP/3, and what that server saw.
+async fn h3_origin() -> (
+    Connector,
+    String,
+    quinn::Endpoint,
+    Arc<fastfallback_testnet::http3::Http3Stats>,
+) {
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
     let (listener, port) = bind().await;
     serve(
@@ -35,16 +50,7 @@ async fn quic_origin() -> (Connector, String, quinn::Endpoint) {
     let config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let at = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let quic = quinn::Endpoint::server(config, at).unwrap();
-    let accepting = quic.clone();
-    tokio::spawn(async move {
-        while let Some(incoming) = accepting.accept().await {
-            tokio::spawn(async move {
-                if let Ok(conn) = incoming.await {
-                    conn.closed().await;
-                }
-            });
-        }
-    });
+    let stats = fastfallback_testnet::http3::serve(quic.clone());
     let record = HttpsRecord {
         priority: 1,
         target: ".".into(),
@@ -63,9 +69,10 @@ async fn quic_origin() -> (Connector, String, quinn::Endpoint) {
         .policy(FallbackPolicy::builder().quic(true).build().unwrap())
         .build()
         .unwrap();
-    (connector, format!("https://{NAME}:{port}"), quic)
+    (connector, format!("https://{NAME}:{port}"), quic, stats)
 }
 
+#[cfg(not(feature = "http3"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_whose_race_quic_won_says_it_does_not_speak_http3_yet() {
     let (connector, url, _quic) = quic_origin().await;
@@ -97,4 +104,80 @@ async fn hyper_connector_refuses_a_connector_that_races_quic() {
     };
     assert!(matches!(err, ConnectError::Unsupported(_)), "{err:?}");
     assert!(err.to_string().contains("FallbackPolicy::quic"), "{err}");
+}
+
+#[cfg(feature = "http3")]
+mod http3 {
+    use super::*;
+    use fastfallback_proto::Protocol;
+
+    async fn get(pool: &Pool, url: &str, path: &str) -> (Protocol, http::Response<Bytes>) {
+        let origin = pool.origin(url).unwrap();
+        let exchange = pool.exchange(&origin).await.unwrap();
+        let protocol = exchange.protocol();
+        let request = http::Request::get(path).body(Bytes::new()).unwrap();
+        let response = exchange.send(request).await.unwrap();
+        let (head, body) = response.into_parts();
+        (
+            protocol,
+            http::Response::from_parts(head, body.bytes().await.unwrap()),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_get_goes_over_http3_when_quic_wins_and_the_connection_is_reused() {
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let (protocol, first) = get(&pool, &url, "/").await;
+        assert_eq!(protocol, Protocol::Http3);
+        assert_eq!(first.status(), 200);
+        assert_eq!(first.version(), http::Version::HTTP_3);
+        assert_eq!(first.body().as_ref(), b"ok");
+        let (_, second) = get(&pool, &url, "/").await;
+        assert_eq!(
+            second.headers()["x-conn"],
+            "1",
+            "the pooled connection again"
+        );
+        assert_eq!(stats.connections(), 1);
+        assert_eq!(stats.requests(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streamed_request_body_goes_over_http3_and_comes_back() {
+        let (connector, url, _quic, _stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let origin = pool.origin(&url).unwrap();
+        let exchange = pool.exchange(&origin).await.unwrap();
+        let chunks = futures::stream::iter(
+            ["over ", "quic, ", "in three"]
+                .map(|c| Ok::<_, std::io::Error>(http_body::Frame::data(Bytes::from(c)))),
+        );
+        let body = http_body_util::StreamBody::new(chunks);
+        let request = http::Request::post("/echo").body(body).unwrap();
+        let response = exchange.send_body(request).await.unwrap();
+        assert_eq!(
+            response.into_body().bytes().await.unwrap().as_ref(),
+            b"over quic, in three"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hundred_calls_at_once_to_a_new_origin_share_one_http3_connection() {
+        // Single flight, as for HTTP/2: the first race's QUIC connection carries them all.
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let calls = (0..100).map(|_| get(&pool, &url, "/"));
+        let answers = futures::future::join_all(calls).await;
+        assert!(
+            answers
+                .iter()
+                .all(|(p, r)| *p == Protocol::Http3 && r.status() == 200)
+        );
+        assert_eq!(
+            stats.connections(),
+            1,
+            "one QUIC connection for a hundred calls"
+        );
+    }
 }

@@ -155,11 +155,13 @@ pub enum Protocol {
     Http11,
     /// HTTP/2: multiplexed streams up to the peer's limit.
     Http2,
+    /// HTTP/3 (RFC 9114): multiplexed QUIC streams up to the peer's limit.
+    Http3,
 }
 
 impl Protocol {
     /// Whether connections of this protocol carry many exchanges at once.
     pub fn is_multiplexed(self) -> bool {
-        self == Self::Http2
+        matches!(self, Self::Http2 | Self::Http3)
     }
 }

@@ -71,6 +71,7 @@ use std::time::Instant;
 
 mod dns;
 pub mod http;
+pub mod http3;
 mod loopback_dns;
 mod netns;
 mod packet;

@@ -54,8 +54,8 @@ pub enum ServerKind {
     /// A SOCKS5 proxy ([`crate::proxy`]), reaching targets from the server namespace.
     Socks5Proxy,
     /// QUIC on UDP (quinn) with the test CA's leaf, offering these ALPN ids (e.g.
-    /// `[b"h3"]`). Each bidirectional stream a client opens is echoed: read to its end and
-    /// written back. [`TestNet::accepted`](crate::TestNet::accepted) counts handshakes.
+    /// `[b"h3"]`), serving HTTP/3 ([`crate::http3`]). [`TestNet::accepted`](crate::TestNet::accepted)
+    /// counts handshakes.
     Quic {
         /// ALPN protocol ids, most preferred first.
         alpn: Vec<Vec<u8>>,
@@ -298,8 +298,8 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
     }
 }
 
-/// [`ServerKind::Quic`]: a quinn endpoint on `addr` (UDP), counting handshakes and echoing
-/// every bidirectional stream. It runs until the server thread's runtime drops.
+/// [`ServerKind::Quic`]: a quinn endpoint on `addr` (UDP) serving HTTP/3, counting
+/// handshakes. It runs until the server thread's runtime drops.
 fn serve_quic(addr: SocketAddr, alpn: &[Vec<u8>], config: &ServerConfig) -> io::Result<()> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config.tls.with_alpn(alpn))
         .map_err(io::Error::other)?;
@@ -307,22 +307,8 @@ fn serve_quic(addr: SocketAddr, alpn: &[Vec<u8>], config: &ServerConfig) -> io::
     let endpoint = quinn::Endpoint::server(server, addr)?;
     lock(&config.accepted).insert(addr, 0);
     let counter = Arc::clone(&config.accepted);
-    tokio::spawn(async move {
-        while let Some(incoming) = endpoint.accept().await {
-            let counter = Arc::clone(&counter);
-            tokio::spawn(async move {
-                let Ok(conn) = incoming.await else { return };
-                *lock(&counter).entry(addr).or_default() += 1;
-                while let Ok((mut send, mut recv)) = conn.accept_bi().await {
-                    tokio::spawn(async move {
-                        if let Ok(bytes) = recv.read_to_end(64 * 1024).await {
-                            let _ = send.write_all(&bytes).await;
-                            let _ = send.finish();
-                        }
-                    });
-                }
-            });
-        }
+    crate::http3::serve_counted(endpoint, move || {
+        *lock(&counter).entry(addr).or_default() += 1;
     });
     Ok(())
 }

@@ -31,6 +31,9 @@ fn take_from(conn: &mut Conn, stale: bool) -> Option<(Held, Parts, Option<PingHa
             parts,
             stale.then(|| Arc::clone(ping)),
         )),
+        // QUIC keeps itself alive and says when it closes (the task's end): no ping.
+        #[cfg(feature = "http3")]
+        Proto::Http3(send) => Some((Held::Http3(send.clone()), parts, None)),
     }
 }
 
@@ -79,6 +82,7 @@ impl Shared {
             let was_idle = a.allocations == 1 && a.idle_since.is_some();
             let since = a.idle_since;
             let multiplexed = matches!(a.conn.proto, Proto::Http2 { .. });
+            // (HTTP/3 is multiplexed too, but needs no ping: `take_from`.)
             let stale =
                 multiplexed && was_idle && since.is_some_and(|since| now() - since >= ping_after);
             match take_from(a.conn, stale) {

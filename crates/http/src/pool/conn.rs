@@ -86,7 +86,14 @@ pub(crate) enum Proto {
         /// lock, never held with the pool's.
         ping: Arc<tokio::sync::Mutex<Option<h2::PingPong>>>,
     },
+    /// HTTP/3 over a QUIC winner: every exchange clones the sender (one request stream each).
+    #[cfg(feature = "http3")]
+    Http3(H3Sender),
 }
+
+/// The sender of an HTTP/3 connection.
+#[cfg(feature = "http3")]
+pub(crate) type H3Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
 /// One connection the pool holds. Dropping it stops its task, which closes the socket.
 pub(crate) struct Conn {
@@ -111,6 +118,8 @@ impl Conn {
         match self.proto {
             Proto::Http1(_) => Protocol::Http11,
             Proto::Http2 { .. } => Protocol::Http2,
+            #[cfg(feature = "http3")]
+            Proto::Http3(_) => Protocol::Http3,
         }
     }
 
@@ -182,6 +191,7 @@ impl Conn {
                 });
                 (Proto::Http2 { send, ping }, task.abort_handle())
             }
+            Protocol::Http3 => Self::h3_handshake(stream, &health, pool).await?,
         };
         Ok(Self {
             proto,
@@ -190,5 +200,52 @@ impl Conn {
             health,
             task,
         })
+    }
+}
+
+impl Conn {
+    /// HTTP/3's set-up over a QUIC winner (RFC 9114 §3.2: the control streams and SETTINGS
+    /// go out at once, no round trip waited for). The task drives the connection (its control
+    /// streams and GOAWAY) until it closes, and holds the QUIC endpoint while it runs. The
+    /// stream limit is QUIC's own (the peer's `initial_max_streams_bidi`): quinn makes a
+    /// request wait for stream credit rather than fail, so the pool hands out
+    /// [`PROVISIONAL_MAX_STREAMS`] until told otherwise.
+    #[cfg(feature = "http3")]
+    async fn h3_handshake(
+        stream: Stream,
+        health: &Arc<Health>,
+        pool: Weak<Shared>,
+    ) -> Result<(Proto, AbortHandle), ExchangeError> {
+        let Stream::Quic(quic) = stream else {
+            return Err(ExchangeError::Http3(
+                "HTTP/3 needs a QUIC connection; the race gave a byte stream".into(),
+            ));
+        };
+        let (conn, endpoint) = quic.into_parts();
+        let (mut driver, send) = h3::client::builder()
+            .send_grease(false)
+            .build::<_, _, Bytes>(h3_quinn::Connection::new(conn))
+            .await
+            .map_err(|e| ExchangeError::Http3(e.to_string()))?;
+        let h = Arc::clone(health);
+        let task = tokio::spawn(async move {
+            let _endpoint = endpoint;
+            let _closed = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            h.ended(&pool);
+        });
+        Ok((Proto::Http3(send), task.abort_handle()))
+    }
+
+    #[cfg(not(feature = "http3"))]
+    async fn h3_handshake(
+        _stream: Stream,
+        _health: &Arc<Health>,
+        _pool: Weak<Shared>,
+    ) -> Result<(Proto, AbortHandle), ExchangeError> {
+        Err(ExchangeError::Connect(
+            fastfallback_net::ConnectError::Unsupported(
+                "HTTP/3: build fastfallback-http with its `http3` feature",
+            ),
+        ))
     }
 }

@@ -13,6 +13,8 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 
+#[cfg(feature = "http3")]
+mod h3;
 mod retry;
 mod upload;
 
@@ -51,6 +53,9 @@ pub(crate) enum Held {
     Http1(H1Sender),
     /// A clone of the connection's sender (one stream).
     Http2(h2::client::SendRequest<Bytes>),
+    /// A clone of the connection's sender (one request stream).
+    #[cfg(feature = "http3")]
+    Http3(super::conn::H3Sender),
 }
 
 impl Lease {
@@ -448,7 +453,7 @@ impl Exchange {
                 Carrier::Pooled(lease) => lease.h1_mut(),
                 Carrier::Exclusive(x) => match &mut x.conn.proto {
                     super::conn::Proto::Http1(s) => s.as_mut(),
-                    super::conn::Proto::Http2 { .. } => None,
+                    _ => None,
                 },
                 Carrier::Spent => None,
             };
@@ -478,6 +483,10 @@ impl Exchange {
             let keep = self.keeper();
             return Ok(response.map(|b| Body::http1(b, keep)));
         }
+        #[cfg(feature = "http3")]
+        if self.protocol == Protocol::Http3 {
+            return self.send_h3(head, uri, body, &origin, limit).await;
+        }
         // Scheme and authority become `:scheme` and `:authority` (RFC 9113 §8.3.1).
         uri.scheme = Some(if origin.is_tls() {
             http::uri::Scheme::HTTPS
@@ -493,7 +502,7 @@ impl Exchange {
             },
             Carrier::Exclusive(x) => match &x.conn.proto {
                 super::conn::Proto::Http2 { send, .. } => Some(send.clone()),
-                super::conn::Proto::Http1(_) => None,
+                _ => None,
             },
             Carrier::Spent => None,
         };
@@ -592,6 +601,8 @@ enum BodyInner {
         stream: h2::RecvStream,
         data_done: bool,
     },
+    #[cfg(feature = "http3")]
+    Http3(h3::Recv),
     Done,
 }
 
@@ -600,6 +611,8 @@ impl fmt::Debug for Body {
         let state = match self.inner {
             BodyInner::Http1(_) => "http/1.1",
             BodyInner::Http2 { .. } => "h2",
+            #[cfg(feature = "http3")]
+            BodyInner::Http3(_) => "h3",
             BodyInner::Done => "done",
         };
         f.debug_struct("Body").field("state", &state).finish()
@@ -714,6 +727,24 @@ impl HttpBody for Body {
                     }
                 }
             }
+            #[cfg(feature = "http3")]
+            BodyInner::Http3(rx) => match rx.poll_frame(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => {
+                    if frame.is_trailers() {
+                        this.finish();
+                    }
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    this.finish();
+                    Poll::Ready(Some(Err(e)))
+                }
+                Poll::Ready(None) => {
+                    this.finish();
+                    Poll::Ready(None)
+                }
+            },
         }
     }
 
@@ -722,6 +753,8 @@ impl HttpBody for Body {
             BodyInner::Done => true,
             BodyInner::Http1(b) => b.is_end_stream(),
             BodyInner::Http2 { stream, .. } => stream.is_end_stream(),
+            #[cfg(feature = "http3")]
+            BodyInner::Http3(_) => false,
         }
     }
 
@@ -730,6 +763,8 @@ impl HttpBody for Body {
             BodyInner::Done => SizeHint::with_exact(0),
             BodyInner::Http1(b) => b.size_hint(),
             BodyInner::Http2 { .. } => SizeHint::default(),
+            #[cfg(feature = "http3")]
+            BodyInner::Http3(_) => SizeHint::default(),
         }
     }
 }

@@ -145,6 +145,9 @@ pub enum ExchangeError {
     Http1(hyper::Error),
     /// HTTP/2 failed (handshake, stream or connection).
     Http2(h2::Error),
+    /// HTTP/3 failed (set-up, stream or connection), in h3's words (its error types are not
+    /// stable yet, so they are not exposed).
+    Http3(String),
     /// The connection closed before the exchange could start.
     Closed,
     /// No response head within [`PoolOptions::response_timeout`].
@@ -188,6 +191,7 @@ impl fmt::Display for ExchangeError {
             }
             Self::Http2(e) if e.is_io() => write!(f, "HTTP/2: the connection broke: {e}"),
             Self::Http2(e) => write!(f, "HTTP/2: {e}"),
+            Self::Http3(e) => write!(f, "HTTP/3: {e}"),
             Self::Closed => f.write_str("the connection closed before the exchange started"),
             Self::TimedOut(d) => write!(
                 f,
@@ -205,7 +209,7 @@ impl std::error::Error for ExchangeError {
             Self::Connect(e) => Some(e),
             Self::Http1(e) => Some(e),
             Self::Http2(e) => Some(e),
-            Self::InvalidRequest(_) | Self::Closed | Self::TimedOut(_) => None,
+            Self::InvalidRequest(_) | Self::Http3(_) | Self::Closed | Self::TimedOut(_) => None,
         }
     }
 }

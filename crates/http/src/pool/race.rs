@@ -14,8 +14,10 @@ use tokio::sync::mpsc;
 use super::conn::{Conn, Proto};
 use super::exchange::{Held, Lease, Parts};
 use super::{Call, Exchange, ExchangeError, Locked, Origin, Shared, State, Trash, Watcher};
+#[cfg(not(feature = "http3"))]
+use fastfallback_net::ConnectError;
 use fastfallback_net::link::{Listeners, Offer, RaceLink, Raced, Spare, Watch, now};
-use fastfallback_net::{ConnectError, ConnectionEvent, Source};
+use fastfallback_net::{ConnectionEvent, Source};
 
 /// A call's registration to run a race.
 pub(super) struct Registration {
@@ -180,6 +182,8 @@ impl Shared {
         let held = match &mut conn.proto {
             Proto::Http1(s) => s.take().map_or(Held::Nothing, Held::Http1),
             Proto::Http2 { send, .. } => Held::Http2(send.clone()),
+            #[cfg(feature = "http3")]
+            Proto::Http3(send) => Held::Http3(send.clone()),
         };
         let mut st = self.lock();
         guard.done = true;
@@ -270,10 +274,14 @@ impl Shared {
         origin: &Origin,
     ) -> Result<Protocol, ExchangeError> {
         Ok(match (alpn, origin.is_tls()) {
+            #[cfg(feature = "http3")]
+            (Some(Alpn::H3), _) => Protocol::Http3,
+            #[cfg(not(feature = "http3"))]
             (Some(Alpn::H3), _) => {
                 return Err(ExchangeError::Connect(ConnectError::Unsupported(
-                    "a QUIC connection won the race, and the pool does not speak HTTP/3 yet: \
-                     give it a connector without FallbackPolicy::quic",
+                    "a QUIC connection won the race, and this build of the pool does not \
+                     speak HTTP/3: build fastfallback-http with its `http3` feature, or give \
+                     the pool a connector without FallbackPolicy::quic",
                 )));
             }
             (Some(Alpn::H2), true) => Protocol::Http2,
@@ -475,7 +483,7 @@ impl Watch for WatchHandle {
             let Ok(protocol) = shared.protocol_for(alpn.as_ref(), &origin) else {
                 return;
             };
-            if protocol != Protocol::Http2 && reason != CancelReason::Overtaken {
+            if !protocol.is_multiplexed() && reason != CancelReason::Overtaken {
                 // Not worth keeping: dropping it closes it.
                 return;
             }

@@ -47,7 +47,7 @@ impl Shared {
     /// is gone the reservation is undone at once, which offers it to the next race.
     pub(super) fn send_offer(self: &Arc<Self>, st: &mut Locked<'_>, offer: OfferTo<Watcher>) {
         let OfferTo { id, payload: w, .. } = offer;
-        let multiplexed = st.pool.protocol(id) == Some(Protocol::Http2);
+        let multiplexed = st.pool.protocol(id).is_some_and(Protocol::is_multiplexed);
         let lease = Lease::new(w.origin.clone(), id).multiplexed(multiplexed);
         if let Err(mpsc::error::SendError(Offer::Pooled(lease))) =
             w.offers.send(Offer::Pooled(lease.offered()))
@@ -101,6 +101,8 @@ impl Shared {
                     Some(_) => false,
                 },
                 Proto::Http2 { .. } => true,
+                #[cfg(feature = "http3")]
+                Proto::Http3(_) => true,
             }
         });
         match released {

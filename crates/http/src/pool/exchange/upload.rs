@@ -13,6 +13,12 @@ use super::BoxError;
 pub(super) struct Upload(AbortHandle);
 
 impl Upload {
+    /// An upload already running as the task `task` (HTTP/3's, `exchange/h3.rs`).
+    #[cfg(feature = "http3")]
+    pub(super) fn spawned(task: AbortHandle) -> Self {
+        Self(task)
+    }
+
     /// Starts sending `body` on `tx`.
     pub(super) fn start<B>(body: B, tx: h2::SendStream<Bytes>) -> Self
     where

@@ -1,0 +1,173 @@
+//! An exchange over HTTP/3 (RFC 9114; the `http3` feature): one request stream of a QUIC
+//! connection, with h3. The request's head goes out at once, its body (if any) is pumped by
+//! a task of its own (stopped with the response body, as on HTTP/2), and the response body
+//! reads the stream's DATA frames, then its trailers.
+
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::{Request, Response};
+use http_body::Frame;
+use http_body_util::BodyExt;
+
+use super::retry::Failed;
+use super::upload::Upload;
+use super::{Body, BodyInner, BoxError, Carrier, Exchange, Held, within};
+use crate::pool::ExchangeError;
+use crate::pool::conn::Proto;
+use crate::pool::origin::Origin;
+
+type SendHalf = h3::client::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
+
+fn h3_error(e: impl std::fmt::Display) -> ExchangeError {
+    ExchangeError::Http3(e.to_string())
+}
+
+impl Exchange {
+    /// Sends `head` and `body` on a new request stream: `uri` carries the path and query, and
+    /// gets `:scheme` and `:authority` from the origin (RFC 9114 §4.3.1). Waits `limit` at
+    /// most for the response head.
+    pub(super) async fn send_h3<B>(
+        &mut self,
+        mut head: http::request::Parts,
+        mut uri: http::uri::Parts,
+        body: B,
+        origin: &Origin,
+        limit: Option<std::time::Duration>,
+    ) -> Result<Response<Body>, Failed>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        uri.scheme = Some(http::uri::Scheme::HTTPS);
+        uri.authority = Some(origin.authority().map_err(Failed::sent)?.uri.clone());
+        head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
+        let send = match &self.carrier {
+            Carrier::Pooled(lease) => match &lease.held {
+                Held::Http3(s) => Some(s.clone()),
+                _ => None,
+            },
+            Carrier::Exclusive(x) => match &x.conn.proto {
+                Proto::Http3(s) => Some(s.clone()),
+                _ => None,
+            },
+            Carrier::Spent => None,
+        };
+        let Some(mut send) = send else {
+            return Err(Failed::unsent(ExchangeError::Closed));
+        };
+        let end = body.is_end_stream();
+        let stream = match send.send_request(Request::from_parts(head, ())).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.spoil();
+                return Err(Failed::unsent(h3_error(e)));
+            }
+        };
+        let (mut tx, mut rx) = stream.split();
+        let upload = if end {
+            if let Err(e) = tx.finish().await {
+                return Err(Failed::sent(h3_error(e)));
+            }
+            None
+        } else {
+            Some(Upload::spawned(tokio::spawn(pump(body, tx)).abort_handle()))
+        };
+        let response = match within(limit, rx.recv_response()).await {
+            Some(Ok(r)) => r,
+            Some(Err(e)) => return Err(Failed::sent(h3_error(e))),
+            None => {
+                let limit = limit.unwrap_or_default();
+                return Err(Failed::sent(ExchangeError::TimedOut(limit)));
+            }
+        };
+        let keep = self.keeper();
+        let body = Body {
+            inner: BodyInner::Http3(Recv {
+                stream: rx,
+                data_done: false,
+            }),
+            keep,
+            _upload: upload,
+        };
+        Ok(response.map(|()| body))
+    }
+}
+
+/// Streams a request body onto an HTTP/3 request stream: DATA frames, then trailers, then
+/// the end of the stream; a body error stops the stream instead (H3_REQUEST_CANCELLED).
+async fn pump<B>(body: B, mut tx: SendHalf)
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    loop {
+        // Matched at once: a body's error need not be `Send`, so none is kept across the
+        // sends below.
+        let frame = match body.frame().await {
+            None => break,
+            Some(Err(_)) => {
+                tx.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+                return;
+            }
+            Some(Ok(frame)) => frame,
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                if tx.send_data(data).await.is_err() {
+                    return;
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers()
+                    && tx.send_trailers(trailers).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = tx.finish().await;
+}
+
+/// The receiving half of an HTTP/3 request stream, as a response body reads it.
+pub(super) struct Recv {
+    stream: RecvHalf,
+    data_done: bool,
+}
+
+impl Recv {
+    /// The next frame: DATA until the stream's data ends, then its trailers if any.
+    pub(super) fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ExchangeError>>> {
+        if !self.data_done {
+            match self.stream.poll_recv_data(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(Some(mut data))) => {
+                    let bytes = data.copy_to_bytes(data.remaining());
+                    return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                }
+                Poll::Ready(Ok(None)) => self.data_done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(h3_error(e)))),
+            }
+        }
+        match self.stream.poll_recv_trailers(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(Some(trailers))) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+            Poll::Ready(Ok(None)) => Poll::Ready(None),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(h3_error(e)))),
+        }
+    }
+}
+
+impl std::fmt::Debug for Recv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recv")
+            .field("data_done", &self.data_done)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,89 @@
+//! An HTTP/3 server for tests (h3 over quinn): it answers every request of every connection
+//! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
+//! `/echo` answers with the request's body, anything else with `ok`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::Response;
+
+/// What a test HTTP/3 server has seen.
+#[derive(Debug, Default)]
+pub struct Http3Stats {
+    connections: AtomicUsize,
+    requests: AtomicUsize,
+}
+
+impl Http3Stats {
+    /// QUIC connections that completed their HTTP/3 set-up.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests answered.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Serves HTTP/3 on every connection `endpoint` accepts, on the current runtime, until the
+/// endpoint closes. Its TLS configuration must offer ALPN `h3`.
+pub fn serve(endpoint: quinn::Endpoint) -> Arc<Http3Stats> {
+    serve_counted(endpoint, || {})
+}
+
+/// [`serve`], calling `handshake` for every QUIC handshake that completes.
+pub fn serve_counted(
+    endpoint: quinn::Endpoint,
+    handshake: impl Fn() + Send + Sync + 'static,
+) -> Arc<Http3Stats> {
+    let stats = Arc::new(Http3Stats::default());
+    let counted = Arc::clone(&stats);
+    let handshake = Arc::new(handshake);
+    tokio::spawn(async move {
+        while let Some(incoming) = endpoint.accept().await {
+            let stats = Arc::clone(&counted);
+            let handshake = Arc::clone(&handshake);
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                handshake();
+                let Ok(mut h3) = h3::server::builder()
+                    .build::<_, Bytes>(h3_quinn::Connection::new(conn))
+                    .await
+                else {
+                    return;
+                };
+                let number = stats.connections.fetch_add(1, Ordering::SeqCst) + 1;
+                while let Ok(Some(resolver)) = h3.accept().await {
+                    let stats = Arc::clone(&stats);
+                    tokio::spawn(async move {
+                        let Ok((request, mut stream)) = resolver.resolve_request().await else {
+                            return;
+                        };
+                        let mut body = BytesMut::new();
+                        while let Ok(Some(mut chunk)) = stream.recv_data().await {
+                            body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
+                        }
+                        stats.requests.fetch_add(1, Ordering::SeqCst);
+                        let answer = if request.uri().path() == "/echo" {
+                            body.freeze()
+                        } else {
+                            Bytes::from_static(b"ok")
+                        };
+                        let head = Response::builder()
+                            .header("x-conn", number.to_string())
+                            .body(())
+                            .unwrap_or_default();
+                        if stream.send_response(head).await.is_ok()
+                            && stream.send_data(answer).await.is_ok()
+                        {
+                            let _ = stream.finish().await;
+                        }
+                    });
+                }
+            });
+        }
+    });
+    stats
+}
