@@ -19,6 +19,8 @@ use fastfallback_testnet::http::{HttpOptions, serve};
 use tower_service::Service;
 
 const NAME: &str = "quic.test";
+/// Another name of the same server (same address, same certificate).
+const OTHER: &str = "other.test";
 
 /// `quic.test` on 127.0.0.1 with `1 . alpn=h3,h2`: an HTTPS server (h2) on a TCP port and a
 /// QUIC server (h3) on the same UDP port, which wins the race. A connector racing QUIC, and
@@ -35,7 +37,7 @@ async fn h3_origin() -> (
     quinn::Endpoint,
     Arc<fastfallback_testnet::http3::Http3Stats>,
 ) {
-    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let tls = TlsMaterial::new(&[NAME.to_owned(), OTHER.to_owned()], &[]).unwrap();
     let (listener, port) = bind().await;
     serve(
         listener,
@@ -57,10 +59,17 @@ async fn h3_origin() -> (
         alpn: vec![Alpn::H3, Alpn::H2],
         ..Default::default()
     };
-    let dns = FakeDns::new()
-        .addresses(NAME, QueryKind::A, [LOCALHOST])
-        .addresses(NAME, QueryKind::Aaaa, [])
-        .answer(NAME, QueryKind::Https, DnsAnswer::Https(vec![record]));
+    let mut dns = FakeDns::new();
+    for name in [NAME, OTHER] {
+        dns = dns
+            .addresses(name, QueryKind::A, [LOCALHOST])
+            .addresses(name, QueryKind::Aaaa, [])
+            .answer(
+                name,
+                QueryKind::Https,
+                DnsAnswer::Https(vec![record.clone()]),
+            );
+    }
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     let connector = Connector::builder()
@@ -160,6 +169,24 @@ mod http3 {
             response.into_body().bytes().await.unwrap().as_ref(),
             b"over quic, in three"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_http3_connection_is_coalesced_for_a_host_its_certificate_covers() {
+        // `other.test` resolves to the same address, and the certificate covers it: its
+        // exchange rides the QUIC connection `quic.test` opened (RFC 9114 §3.3).
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let (protocol, _) = get(&pool, &url, "/").await;
+        assert_eq!(protocol, Protocol::Http3);
+        let other = url.replace(NAME, OTHER);
+        let origin = pool.origin(&other).unwrap();
+        let exchange = pool.exchange(&origin).await.unwrap();
+        assert_eq!(exchange.source(), fastfallback_net::Source::Coalesced);
+        let request = http::Request::get("/").body(Bytes::new()).unwrap();
+        let response = exchange.send(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(stats.connections(), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

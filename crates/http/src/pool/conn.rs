@@ -142,7 +142,8 @@ impl Conn {
         let certs = stream
             .tls()
             .and_then(|t| t.peer_certificates())
-            .map(|c| Arc::<[CertificateDer<'static>]>::from(c.to_vec()));
+            .map(|c| Arc::<[CertificateDer<'static>]>::from(c.to_vec()))
+            .or_else(|| quic_certificates(&stream));
         let health = Arc::new(Health::default());
         let (proto, task) = match protocol {
             Protocol::Http11 => {
@@ -248,4 +249,18 @@ impl Conn {
             ),
         ))
     }
+}
+
+/// The server's certificate chain of a QUIC winner (quinn's rustls session gives it as a
+/// `Vec<CertificateDer>`), for the same coalescing checks as TLS over TCP.
+#[cfg(feature = "http3")]
+fn quic_certificates(stream: &Stream) -> Option<Arc<[CertificateDer<'static>]>> {
+    let identity = stream.quic()?.connection().peer_identity()?;
+    let chain = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    Some(Arc::from(*chain))
+}
+
+#[cfg(not(feature = "http3"))]
+fn quic_certificates(_stream: &Stream) -> Option<Arc<[CertificateDer<'static>]>> {
+    None
 }
