@@ -76,8 +76,16 @@ impl Exchange {
         };
         let response = match within(limit, rx.recv_response()).await {
             Some(Ok(r)) => r,
-            Some(Err(e)) => return Err(Failed::sent(h3_error(e))),
+            Some(Err(e)) => {
+                self.spoil();
+                return Err(Failed::sent(h3_error(e)));
+            }
             None => {
+                // Unlike a TCP connection, a QUIC one whose path died (UDP dropped after the
+                // handshake) looks healthy until QUIC's idle timeout, tens of seconds away:
+                // it takes no new exchange, so the next call races again (and, QUIC being
+                // broken there, wins over TCP).
+                self.spoil();
                 let limit = limit.unwrap_or_default();
                 return Err(Failed::sent(ExchangeError::TimedOut(limit)));
             }

@@ -1,0 +1,83 @@
+//! HTTP/3 through the pool on the test network (root; the `http3` feature): UDP dropped
+//! after the handshake. The request on the dead QUIC connection times out, that connection
+//! takes no more exchanges, and the next call races again: QUIC gets no answer, TCP wins one
+//! attempt delay later, and QUIC is remembered broken.
+#![cfg(feature = "http3")]
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use fastfallback_http::{ExchangeError, Pool, PoolOptions};
+use fastfallback_net::FallbackPolicy;
+use fastfallback_proto::Protocol;
+use fastfallback_testkit::wire::*;
+use fastfallback_testnet::{DnsZone, HttpsSpec, Match, Rule, ServerKind, server_v4};
+
+#[test]
+fn udp_dropped_after_the_handshake_times_out_once_then_the_next_call_goes_over_tcp() {
+    let Some(net) =
+        network("udp_dropped_after_the_handshake_times_out_once_then_the_next_call_goes_over_tcp")
+    else {
+        return;
+    };
+    let v4 = server_v4(0);
+    net.set_dns(
+        NAME,
+        DnsZone {
+            a: vec![v4],
+            https: vec![HttpsSpec::service(1).alpn(["h3", "h2"])],
+            ..DnsZone::default()
+        },
+    );
+    let at = SocketAddr::new(IpAddr::V4(v4), TLS_PORT);
+    let kind = ServerKind::Http {
+        alpn: vec![b"h2".to_vec()],
+        max_streams: None,
+        goaway_first: 0,
+    };
+    net.serve(at, kind).unwrap();
+    let alpn = vec![b"h3".to_vec()];
+    net.serve(at, ServerKind::Quic { alpn }).unwrap();
+    let delay = Rule::delay(Match::Addr(IpAddr::V4(v4)), half(RTT));
+    net.set_rules(vec![delay.clone()]);
+    let policy = FallbackPolicy::builder().quic(true).build().unwrap();
+    let options = PoolOptions {
+        response_timeout: Some(Duration::from_millis(500)),
+        ..PoolOptions::default()
+    };
+    let outcomes = net.block_on_client(async {
+        let pool = Pool::with_options(connector(&net, policy), options);
+        let origin = pool.origin(&format!("https://{NAME}")).unwrap();
+        let call = || async {
+            let exchange = pool.exchange(&origin).await?;
+            let protocol = exchange.protocol();
+            let request = http::Request::get("/").body(Bytes::new()).unwrap();
+            let response = exchange.send(request).await?;
+            response.into_body().bytes().await?;
+            Ok::<_, ExchangeError>(protocol)
+        };
+        let first = call().await;
+        // UDP to the server dies; TCP still works.
+        net.set_rules(vec![
+            Rule::blackhole(Match::Any).port(TLS_PORT).udp(),
+            delay,
+        ]);
+        let second = call().await;
+        let third = call().await;
+        let fourth = call().await;
+        (first, second, third, fourth)
+    });
+    let (first, second, third, fourth) = outcomes;
+    assert_eq!(first.unwrap(), Protocol::Http3);
+    assert!(
+        matches!(second, Err(ExchangeError::TimedOut(_))),
+        "{second:?}"
+    );
+    assert_eq!(third.unwrap(), Protocol::Http2, "a new race, won over TCP");
+    assert_eq!(
+        fourth.unwrap(),
+        Protocol::Http2,
+        "the pooled TCP connection"
+    );
+}
