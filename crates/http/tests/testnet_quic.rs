@@ -66,9 +66,16 @@ fn udp_dropped_after_the_handshake_times_out_once_then_the_next_call_goes_over_t
         let second = call().await;
         let third = call().await;
         let fourth = call().await;
-        (first, second, third, fourth)
+        let connector = pool.connector();
+        let db = connector.route_database().expect("route memory");
+        let now = fastfallback_net::link::now();
+        let broken = db
+            .view(connector.network().id, origin.address(), now)
+            .is_quic_broken(now);
+        (first, second, third, fourth, broken)
     });
-    let (first, second, third, fourth) = outcomes;
+    let (first, second, third, fourth, broken) = outcomes;
+    assert!(broken, "QUIC lost the third call's race: remembered broken");
     assert_eq!(first.unwrap(), Protocol::Http3);
     assert!(
         matches!(second, Err(ExchangeError::TimedOut(_))),
