@@ -20,14 +20,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fastfallback_benches::{LookupIp, hickory, median, williams_row};
+use fastfallback_benches::{hickory, median, williams_row};
 use fastfallback_http::Pool;
 use fastfallback_net::{Connector, FallbackPolicy, HickoryResolver};
 use fastfallback_testnet::{DnsZone, HttpsSpec, Match, Rule, ServerKind, TestNet, server_v4};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::BodyExt;
 
 use super::Row;
 
@@ -108,17 +105,7 @@ async fn round(who: Who, roots: rustls::RootCertStore) -> (f64, f64) {
     };
     match who {
         Who::Hyper => {
-            let config = super::warm_net::client_config(roots.clone(), false);
-            let mut http = HttpConnector::new_with_resolver(LookupIp(hickory()));
-            http.enforce_http(false);
-            let https = hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(config)
-                .https_only()
-                .enable_http1()
-                .enable_http2()
-                .wrap_connector(http);
-            let client: Client<_, Empty<Bytes>> =
-                Client::builder(TokioExecutor::new()).build(https);
+            let client = super::warm_net::hyper_client(roots.clone());
             let uri: http::Uri = format!("https://{ORIGIN}/").parse().expect("uri");
             let t = Instant::now();
             let response = client.get(uri).await.expect("hyper-util");

@@ -60,17 +60,7 @@ async fn round(who: Who, roots: rustls::RootCertStore, server: SocketAddr) -> (V
             batch(get).await
         }
         Who::Hyper => {
-            let config = client_config(roots, false);
-            let mut http = HttpConnector::new_with_resolver(LookupIp(hickory()));
-            http.enforce_http(false);
-            let https = hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(config)
-                .https_only()
-                .enable_http1()
-                .enable_http2()
-                .wrap_connector(http);
-            let client: Client<_, Empty<Bytes>> =
-                Client::builder(TokioExecutor::new()).build(https);
+            let client = hyper_client(roots);
             let uri: http::Uri = url.parse().expect("uri");
             let get = || async {
                 let t = Instant::now();
@@ -103,6 +93,22 @@ async fn batch<F: Future<Output = f64>>(get: impl Fn() -> F) -> (Vec<f64>, f64) 
     let t = Instant::now();
     let latencies = futures::future::join_all((0..BATCH).map(|_| get())).await;
     (latencies, t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// The hyper-util contender as its users set it up: the legacy `Client` over hyper-rustls over
+/// an `HttpConnector` resolving through hickory on the test network's DNS server.
+pub(super) fn hyper_client(
+    roots: rustls::RootCertStore,
+) -> Client<hyper_rustls::HttpsConnector<HttpConnector<LookupIp>>, Empty<Bytes>> {
+    let mut http = HttpConnector::new_with_resolver(LookupIp(hickory()));
+    http.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(client_config(roots, false))
+        .https_only()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new()).build(https)
 }
 
 pub(super) fn client_config(roots: rustls::RootCertStore, alpn: bool) -> rustls::ClientConfig {

@@ -7,22 +7,14 @@ use bytes::Bytes;
 use fastfallback_http::Pool;
 use fastfallback_net::{Connector, FallbackPolicy, StaticResolver};
 use fastfallback_route::Address;
-use fastfallback_testkit::loopback::bind;
+use fastfallback_testkit::loopback::https_server;
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, serve};
 
 /// An HTTPS server (h2) for `origin.test` on 127.0.0.1, and a pool whose connector races
 /// QUIC when `quic`; the origin's URL.
 async fn setup(quic: bool) -> (Pool, String) {
     let tls = TlsMaterial::new(&["origin.test".to_owned()], &[]).unwrap();
-    let (listener, port) = bind().await;
-    serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.with_alpn(&[b"h2".to_vec()])),
-            ..HttpOptions::default()
-        },
-    );
+    let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     let localhost: IpAddr = "127.0.0.1".parse().unwrap();

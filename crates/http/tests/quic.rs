@@ -12,10 +12,9 @@ use fastfallback_http::ExchangeError;
 use fastfallback_http::{HyperConnector, Pool};
 use fastfallback_net::{ConnectError, Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
-use fastfallback_testkit::loopback::{LOCALHOST, bind};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server};
 use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testnet::TlsMaterial;
-use fastfallback_testnet::http::{HttpOptions, serve};
 use tower_service::Service;
 
 const NAME: &str = "quic.test";
@@ -38,14 +37,7 @@ async fn h3_origin() -> (
     Arc<fastfallback_testnet::http3::Http3Stats>,
 ) {
     let tls = TlsMaterial::new(&[NAME.to_owned(), OTHER.to_owned()], &[]).unwrap();
-    let (listener, port) = bind().await;
-    serve(
-        listener,
-        HttpOptions {
-            tls: Some(tls.with_alpn(&[b"h2".to_vec()])),
-            ..HttpOptions::default()
-        },
-    );
+    let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
     let crypto =
         quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()]))
             .unwrap();
