@@ -433,7 +433,7 @@ impl MemoryView {
     /// Whether QUIC to the origin is believed broken at `now` ([`LessonKind::QuicBroken`]):
     /// the race then lets TCP lead each address.
     pub fn is_quic_broken(&self, now: Instant) -> bool {
-        self.quic_broken_until.is_some_and(|until| now < until)
+        self.quic_broken_until(now).is_some()
     }
 
     /// Until when QUIC is believed broken, if it is at `now`.
@@ -491,17 +491,12 @@ impl OriginMemory {
         count: &mut usize,
         lessons: impl Iterator<Item = Lesson>,
     ) {
+        let before = self.slots();
         for lesson in lessons {
             learn_network(families, quic, &lesson);
             self.touched = self.touched.max(lesson.at);
             if lesson.kind.is_about_quic() {
-                let had = self.quic.is_some();
                 self.quic = QuicRecord::learn(self.quic, lesson.kind, lesson.at);
-                match (had, self.quic.is_some()) {
-                    (false, true) => *count += 1,
-                    (true, false) => *count -= 1,
-                    _ => {}
-                }
                 continue;
             }
             match self.routes.iter().position(|(t, _)| *t == lesson.target) {
@@ -510,11 +505,11 @@ impl OriginMemory {
                     let mut r = RouteRecord::default();
                     r.learn(lesson.kind, lesson.at);
                     self.routes.push((lesson.target, r));
-                    *count += 1;
                 }
                 None => {}
             }
         }
+        *count = (*count + self.slots()).saturating_sub(before);
     }
 }
 
@@ -525,7 +520,8 @@ struct NetworkMemory {
     /// The network's broken-QUIC record, for origins with none of their own.
     quic: Option<QuicRecord>,
     origins: HashMap<OriginKey, OriginMemory, FxBuildHasher>,
-    /// Slots taken ([`OriginMemory::slots`]): routes, and origins' QUIC records.
+    /// Slots taken ([`OriginMemory::slots`]): routes, and origins' QUIC records and Alt-Svc
+    /// alternatives.
     routes: usize,
 }
 
@@ -762,7 +758,8 @@ impl RouteDatabase {
     }
 
     /// Number of routes remembered on `network`, with one for each origin's broken-QUIC
-    /// record (expired ones included until evicted).
+    /// record and one for each origin's Alt-Svc alternatives (expired ones included until
+    /// evicted).
     pub fn len(&self, network: NetworkId) -> usize {
         self.with(|inner| inner.network(network).map_or(0, |n| n.routes))
     }

@@ -341,17 +341,14 @@ impl Ages {
         if marks == 0 {
             return Err(PersistError::Malformed("QUIC record"));
         }
-        // Relative to the writing; moved back by the wall time since.
-        let ahead = Duration::from_millis(until_ms.unsigned_abs());
-        let broken_until = if until_ms >= 0 && ahead >= self.since_written {
-            self.now + (ahead - self.since_written)
+        // Relative to the writing, moved back by the wall time since: ms from now.
+        let from_now = i128::from(until_ms) - self.since_written.as_millis() as i128;
+        let ms =
+            |v: i128| Duration::from_millis(u64::try_from(v.unsigned_abs()).unwrap_or(u64::MAX));
+        let broken_until = if from_now >= 0 {
+            self.now + ms(from_now)
         } else {
-            let ago = if until_ms >= 0 {
-                self.since_written - ahead
-            } else {
-                self.since_written.saturating_add(ahead)
-            };
-            self.now.checked_sub(ago).unwrap_or(Instant::ZERO)
+            self.now.checked_sub(ms(from_now)).unwrap_or(Instant::ZERO)
         };
         let record = QuicRecord {
             broken_until,

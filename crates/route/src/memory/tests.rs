@@ -477,4 +477,8 @@ fn origins_known_only_for_their_alternatives_stay_within_the_bound() {
         db.learn_alt_svc(HOME, &o, &alt(r#"h3=":443""#), at(i));
         assert!(db.len(HOME) <= 16, "{} slots", db.len(HOME));
     }
+    // Bounded by evicting the oldest, not by keeping nothing.
+    let newest = Address::parse("https://h99.example").unwrap();
+    assert_eq!(db.alternatives(HOME, &newest, at(100)), [443]);
+    assert!(db.len(HOME) > 0);
 }
