@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use fastfallback_proto::{Alpn, AttemptId, CancelReason, PooledId};
 use fastfallback_route::Lesson;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::{ConnectError, Connection, Stream};
 
@@ -117,6 +117,34 @@ pub struct RaceLink {
     pub offers: UnboundedReceiver<Offer>,
     /// Who hears what the race resolved and adopts its kept attempts.
     pub watch: Option<Arc<dyn Watch>>,
+    /// Where QUIC attempts that can send 0-RTT data hand their connection as soon as they
+    /// can ([`EarlyQuic`]); `None`: no attempt tries 0-RTT.
+    pub early: Option<UnboundedSender<EarlyQuic>>,
+}
+
+/// A QUIC attempt that resumed a session whose ticket allows early data: its connection can
+/// carry 0-RTT data now (RFC 9001 §4.6), before its handshake is done.
+///
+/// This is not a win. The attempt wins, as any QUIC attempt does, when its handshake
+/// completes (HEv3 §6.1, R-32): a path that drops UDP never completes it, and then another
+/// attempt wins while the early data goes nowhere. So what is sent early must be safe to
+/// send again (idempotent, RFC 9110 §9.2.2): a server may also reject 0-RTT (the winner's
+/// `QuicConnection::early_data` says whether it took it), or see it replayed (RFC 9001 §9.2). Match the winner to this connection by
+/// [`EarlyQuic::stable_id`].
+pub struct EarlyQuic {
+    /// The attempt, in the race that sent it.
+    pub attempt: AttemptId,
+    /// The connection, in 0-RTT (needs the driver's `quic` feature).
+    #[cfg(feature = "quic")]
+    pub connection: quinn::Connection,
+}
+
+impl EarlyQuic {
+    /// quinn's id of the connection, the same as the winner's when this attempt wins.
+    #[cfg(feature = "quic")]
+    pub fn stable_id(&self) -> usize {
+        self.connection.stable_id()
+    }
 }
 
 impl RaceLink {
@@ -127,6 +155,7 @@ impl RaceLink {
             listeners: Listeners::default(),
             offers,
             watch: None,
+            early: None,
         }
     }
 }

@@ -23,12 +23,14 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use fastfallback_proto::{Alpn, AttemptError, AttemptErrorKind, Phase, TransportKind};
+use fastfallback_proto::{Alpn, AttemptError, AttemptErrorKind, AttemptId, Phase, TransportKind};
 use quinn::crypto::rustls::{HandshakeData, QuicClientConfig};
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::Stream;
+use crate::link::EarlyQuic;
 
 /// The QUIC client configuration for a connector whose TLS configuration is `tls`: the same
 /// verifier, roots and session cache (so resumption tickets are shared with TCP), offering
@@ -36,6 +38,9 @@ use crate::Stream;
 /// the cipher suite QUIC's Initial packets use).
 pub(crate) fn client_config(tls: &ClientConfig) -> Result<quinn::ClientConfig, rustls::Error> {
     let mut tls = tls.clone();
+    // Tickets may carry early data; 0-RTT is sent only when a race asks for it
+    // (`RaceLink::early`), and a connection nobody writes to early sends none.
+    tls.enable_early_data = true;
     tls.alpn_protocols = TransportKind::QUIC_ALPN
         .iter()
         .map(|a| a.as_bytes().to_vec())
@@ -58,10 +63,15 @@ pub(crate) fn client_config(tls: &ClientConfig) -> Result<quinn::ClientConfig, r
 
 /// One QUIC attempt to `target`, naming `server_name` in its ClientHello: a new UDP socket,
 /// the handshake, and the connection with the ALPN id the server chose.
+///
+/// With `early`, an attempt that resumes a session whose ticket allows early data hands its
+/// connection there at once, in 0-RTT ([`EarlyQuic`]), and still finishes only when its
+/// handshake does: 0-RTT proves nothing about the path.
 pub(crate) async fn handshake(
     config: quinn::ClientConfig,
     target: SocketAddr,
     server_name: String,
+    early: Option<(AttemptId, UnboundedSender<EarlyQuic>)>,
 ) -> Result<(Stream, Option<Alpn>), AttemptError> {
     let bind = match target {
         SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
@@ -78,7 +88,27 @@ pub(crate) async fn handshake(
         .map_err(|e| {
             AttemptError::new(AttemptErrorKind::Io, Phase::Tcp, format!("quic: {e}")).with_source(e)
         })?;
-    let connection = connecting.await.map_err(|e| connection_error(&e))?;
+    let (connection, early_data) = match early {
+        None => (connecting.await.map_err(|e| connection_error(&e))?, None),
+        Some((attempt, sink)) => match connecting.into_0rtt() {
+            // No ticket, or one without early data: a full handshake.
+            Err(connecting) => (connecting.await.map_err(|e| connection_error(&e))?, None),
+            Ok((connection, accepted)) => {
+                let _ = sink.send(EarlyQuic {
+                    attempt,
+                    connection: connection.clone(),
+                });
+                // Resolves when the handshake completes: whether the server took the early
+                // data. `false` also when the connection was lost first, which its close
+                // reason tells apart.
+                let accepted = accepted.await;
+                if let Some(e) = connection.close_reason() {
+                    return Err(connection_error(&e));
+                }
+                (connection, Some(accepted))
+            }
+        },
+    };
     let alpn = connection
         .handshake_data()
         .and_then(|d| d.downcast::<HandshakeData>().ok())
@@ -87,6 +117,7 @@ pub(crate) async fn handshake(
     let quic = QuicConnection {
         connection,
         endpoint,
+        early_data,
     };
     // The winner's tasks run on.
     tasks.0 = None;
@@ -179,6 +210,8 @@ pub struct QuicConnection {
     connection: quinn::Connection,
     /// Its endpoint (the UDP socket): dropped with the connection.
     endpoint: quinn::Endpoint,
+    /// Whether the server took the 0-RTT data, if any was offered.
+    early_data: Option<bool>,
 }
 
 impl QuicConnection {
@@ -190,6 +223,14 @@ impl QuicConnection {
     /// The endpoint (UDP socket) the connection runs on.
     pub fn endpoint(&self) -> &quinn::Endpoint {
         &self.endpoint
+    }
+
+    /// Whether the handshake carried 0-RTT (RFC 9001 §4.6): `None` when the race asked for
+    /// none or the attempt could not offer it (no ticket allowing early data), `Some(true)`
+    /// when the server accepted it (so the session was resumed), `Some(false)` when it
+    /// rejected it (what was sent early was lost and must be sent again).
+    pub fn early_data(&self) -> Option<bool> {
+        self.early_data
     }
 
     /// Takes the connection and its endpoint apart.

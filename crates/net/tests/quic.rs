@@ -8,12 +8,16 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastfallback_net::{Connection, Connector, FallbackPolicy};
+use fastfallback_net::link::{EarlyQuic, RaceLink, Raced};
+use fastfallback_net::{ConnectError, Connection, Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
+use fastfallback_route::Address;
 use fastfallback_testkit::loopback::{LOCALHOST, https_server};
 use fastfallback_testkit::resolver::FakeDns;
+use fastfallback_testkit::udp::SilentUdp;
 use fastfallback_testnet::TlsMaterial;
 use quinn::crypto::rustls::QuicServerConfig;
+use tokio::sync::mpsc;
 
 const NAME: &str = "quic.test";
 
@@ -44,23 +48,45 @@ fn connector(tls: &TlsMaterial) -> Connector {
         .expect("a QUIC connector")
 }
 
-/// A QUIC server for the name on 127.0.0.1:`port` (UDP), speaking `h3`: it echoes the first
-/// bidirectional stream of each connection.
+/// A QUIC server for the name on 127.0.0.1:`port` (UDP), speaking `h3`, that accepts 0-RTT
+/// and answers in 0.5-RTT: it echoes every bidirectional stream.
 fn quic_server(tls: &TlsMaterial, port: u16) -> quinn::Endpoint {
+    quic_server_with(tls.quic_server(&[b"h3".to_vec()]).unwrap(), port)
+}
+
+/// [`quic_server`] whose tickets allow no early data, so it rejects 0-RTT.
+fn quic_server_without_early_data(tls: &TlsMaterial, port: u16) -> quinn::Endpoint {
     let crypto = QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()])).unwrap();
-    let config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    quic_server_with(quinn::ServerConfig::with_crypto(Arc::new(crypto)), port)
+}
+
+fn quic_server_with(config: quinn::ServerConfig, port: u16) -> quinn::Endpoint {
     let endpoint =
         quinn::Endpoint::server(config, SocketAddr::from((Ipv4Addr::LOCALHOST, port))).unwrap();
     let accepting = endpoint.clone();
     tokio::spawn(async move {
         while let Some(incoming) = accepting.accept().await {
             tokio::spawn(async move {
-                let Ok(conn) = incoming.await else { return };
-                if let Ok((mut send, mut recv)) = conn.accept_bi().await {
-                    let bytes = recv.read_to_end(1024).await.unwrap_or_default();
-                    let _ = send.write_all(&bytes).await;
-                    let _ = send.finish();
-                    let _ = conn.closed().await;
+                let Ok(connecting) = incoming.accept() else {
+                    return;
+                };
+                let conn = match connecting.into_0rtt() {
+                    Ok((conn, _)) => conn,
+                    Err(connecting) => match connecting.await {
+                        Ok(conn) => conn,
+                        Err(_) => return,
+                    },
+                };
+                while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                    tokio::spawn(async move {
+                        let bytes = recv.read_to_end(1024).await.unwrap_or_default();
+                        let _ = send.write_all(&bytes).await;
+                        let _ = send.finish();
+                        // Until the client has read it all (a finished stream's data is
+                        // still sent after its handle is dropped, but the connection must
+                        // stay open for it).
+                        let _ = send.stopped().await;
+                    });
                 }
             });
         }
@@ -177,7 +203,7 @@ async fn an_alt_svc_alternative_from_a_response_makes_the_next_connect_race_quic
     assert_eq!(first.alpn(), Some(&Alpn::H2), "{}", first.report());
     assert_eq!(first.report().attempts.len(), 1, "{}", first.report());
 
-    let origin = fastfallback_route::Address::parse(&format!("https://{NAME}:{port}")).unwrap();
+    let origin = Address::parse(&format!("https://{NAME}:{port}")).unwrap();
     assert!(connector.learn_alt_svc(&origin, &format!("h3=\":{port}\"; ma=60")));
     let second = connect(&connector, port).await;
     let report = second.report();
@@ -200,4 +226,145 @@ fn a_tls_configuration_without_tls13_cannot_carry_quic_and_is_refused_at_build()
         .build()
         .expect_err("QUIC needs TLS 1.3");
     assert!(err.to_string().contains("TLS 1.3"), "{err}");
+}
+
+/// Echoes `bytes` over a new stream of `connection`.
+async fn echo(connection: &quinn::Connection, bytes: &[u8]) -> Vec<u8> {
+    let (mut send, mut recv) = connection.open_bi().await.unwrap();
+    send.write_all(bytes).await.unwrap();
+    send.finish().unwrap();
+    recv.read_to_end(1024).await.unwrap()
+}
+
+/// A connector that has a ticket for the name: its first connect, to a QUIC server on a port
+/// of its own that accepts 0-RTT, finished a full handshake and a round trip after it (the
+/// server's NewSessionTicket precedes the echo). Returns the server, kept running.
+async fn ticketed(tls: &TlsMaterial, connector: &Connector) -> quinn::Endpoint {
+    let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
+    let server = quic_server(tls, port);
+    let first = connect(connector, port).await;
+    let quic = first.stream().quic().expect("a QUIC winner");
+    assert_eq!(quic.early_data(), None, "no ticket on first contact");
+    assert_eq!(echo(quic.connection(), b"hello").await, b"hello");
+    server
+}
+
+/// What a race linked with an early sink did: how it ended, and the connection an attempt
+/// handed over in 0-RTT (if one did) with the stream `early` was written on at once.
+struct EarlyRace {
+    end: Result<Connection, ConnectError>,
+    early: Option<(EarlyQuic, quinn::RecvStream)>,
+}
+
+/// Races to the name on `port` with an early sink, writing `early` on a stream of the first
+/// connection handed over in 0-RTT, the moment it comes (as a pool would send a request).
+async fn race_writing_early(connector: &Connector, port: u16, early: &[u8]) -> EarlyRace {
+    let (sink, mut heard) = mpsc::unbounded_channel();
+    let (_offers, offered) = mpsc::unbounded_channel();
+    let mut link = RaceLink::new(offered);
+    link.early = Some(sink);
+    let address = Address::parse(&format!("https://{NAME}:{port}")).unwrap();
+    let racing = connector.clone();
+    let mut race = tokio::spawn(async move { racing.race_linked(address, link).await });
+    let mut written = None;
+    let end = loop {
+        tokio::select! {
+            end = &mut race => break end.unwrap(),
+            Some(quic) = heard.recv(), if written.is_none() => {
+                let (mut send, recv) = quic.connection.open_bi().await.unwrap();
+                // Fails if the server rejected 0-RTT in the meantime (what was early is lost).
+                if send.write_all(early).await.is_ok() {
+                    let _ = send.finish();
+                }
+                written = Some((quic, recv));
+            }
+        }
+    };
+    let end = end.result.map(|raced| match raced {
+        Raced::Connected(c) => c,
+        Raced::Pooled { .. } => panic!("nothing was offered"),
+    });
+    EarlyRace {
+        end,
+        early: written,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_quic_attempt_hands_its_connection_over_in_0rtt_and_wins_on_its_handshake() {
+    let (tls, port) = tcp_origin().await;
+    let connector = connector(&tls);
+    let _first = ticketed(&tls, &connector).await;
+    let _server = quic_server(&tls, port);
+
+    // The attempt's connection came before its handshake was done and carried a stream
+    // (0-RTT data) at once.
+    let race = race_writing_early(&connector, port, b"sent in 0-rtt").await;
+    let (early, mut recv) = race.early.expect("a connection in 0-RTT");
+    let conn = race.end.expect("a connection");
+    let report = conn.report();
+    assert_eq!(conn.alpn(), Some(&Alpn::H3), "{report}");
+    assert_eq!(report.attempts.len(), 1, "{report}");
+    assert_eq!(report.attempts[0].id, early.attempt.get(), "{report}");
+    let quic = conn.stream().quic().expect("a QUIC winner");
+    assert_eq!(quic.connection().stable_id(), early.stable_id());
+    // The server took the early data, so the session was resumed.
+    assert_eq!(quic.early_data(), Some(true));
+    assert_eq!(recv.read_to_end(1024).await.unwrap(), b"sent in 0-rtt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0rtt_attempt_into_silent_udp_never_wins_and_tcp_does_after_the_attempt_delay() {
+    // The connector holds a ticket for the name, and on this port UDP is silent: the QUIC
+    // attempt sends its 0-RTT packets into nothing. 0-RTT proves nothing about the path, so
+    // TCP starts one attempt delay later and wins.
+    let (tls, port) = tcp_origin().await;
+    let connector = connector(&tls);
+    let _first = ticketed(&tls, &connector).await;
+    let silent = SilentUdp::bind(port).await.unwrap();
+
+    let race = race_writing_early(&connector, port, b"into the void").await;
+    let conn = race.end.expect("TCP connects");
+    let report = conn.report();
+    assert_eq!(conn.alpn(), Some(&Alpn::H2), "{report}");
+    let (early, _) = race.early.expect("the QUIC attempt could send 0-RTT");
+    assert!(silent.zero_rtt_packets() > 0, "0-RTT packets went out");
+    let (quic, tcp) = (&report.attempts[0], &report.attempts[1]);
+    assert_eq!(quic.id, early.attempt.get(), "{report}");
+    assert!(
+        tcp.started >= quic.started + connector.policy().attempt_delay,
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_rejects_0rtt_still_completes_the_handshake_and_the_winner_says_so() {
+    // A server that knows nothing of the ticket (another session cache) and allows no early
+    // data: the attempt offers 0-RTT, the handshake completes in full, and the early data
+    // is rejected.
+    let (tls, port) = tcp_origin().await;
+    let connector = connector(&tls);
+    let _first = ticketed(&tls, &connector).await;
+    let _server = quic_server_without_early_data(&tls, port);
+
+    let race = race_writing_early(&connector, port, b"lost").await;
+    let conn = race.end.expect("QUIC connects");
+    assert_eq!(conn.alpn(), Some(&Alpn::H3), "{}", conn.report());
+    assert!(race.early.is_some(), "0-RTT was offered");
+    let quic = conn.stream().quic().unwrap();
+    assert_eq!(quic.early_data(), Some(false));
+    // The connection works once the handshake is done.
+    assert_eq!(echo(quic.connection(), b"after").await, b"after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_without_an_early_sink_sends_no_0rtt_even_with_a_ticket() {
+    let (tls, port) = tcp_origin().await;
+    let connector = connector(&tls);
+    let _first = ticketed(&tls, &connector).await;
+    let silent = SilentUdp::bind(port).await.unwrap();
+    let conn = connect(&connector, port).await;
+    assert_eq!(conn.alpn(), Some(&Alpn::H2), "{}", conn.report());
+    assert!(silent.datagrams() > 0, "the QUIC attempt went there");
+    assert_eq!(silent.zero_rtt_packets(), 0);
 }

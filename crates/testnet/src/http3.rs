@@ -1,6 +1,7 @@
 //! An HTTP/3 server for tests (h3 over quinn): it answers every request of every connection
 //! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
-//! `/echo` answers with the request's body, anything else with `ok`.
+//! `/echo` answers with the request's body, anything else with `ok`. It accepts 0-RTT (with a
+//! configuration from [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,8 +47,28 @@ pub fn serve_counted(
             let stats = Arc::clone(&counted);
             let handshake = Arc::clone(&handshake);
             tokio::spawn(async move {
-                let Ok(conn) = incoming.await else { return };
-                handshake();
+                // 0.5-RTT (RFC 9001 §4.1.1): requests a resuming client sent in 0-RTT are
+                // read and answered before its handshake completes, one round trip sooner.
+                let Ok(connecting) = incoming.accept() else {
+                    return;
+                };
+                let conn = match connecting.into_0rtt() {
+                    Ok((conn, done)) => {
+                        tokio::spawn(async move {
+                            if done.await {
+                                handshake();
+                            }
+                        });
+                        conn
+                    }
+                    Err(connecting) => match connecting.await {
+                        Ok(conn) => {
+                            handshake();
+                            conn
+                        }
+                        Err(_) => return,
+                    },
+                };
                 let Ok(mut h3) = h3::server::builder()
                     .build::<_, Bytes>(h3_quinn::Connection::new(conn))
                     .await

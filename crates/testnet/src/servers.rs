@@ -301,9 +301,7 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
 /// [`ServerKind::Quic`]: a quinn endpoint on `addr` (UDP) serving HTTP/3, counting
 /// handshakes. It runs until the server thread's runtime drops.
 fn serve_quic(addr: SocketAddr, alpn: &[Vec<u8>], config: &ServerConfig) -> io::Result<()> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config.tls.with_alpn(alpn))
-        .map_err(io::Error::other)?;
-    let server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let server = config.tls.quic_server(alpn).map_err(io::Error::other)?;
     let endpoint = quinn::Endpoint::server(server, addr)?;
     lock(&config.accepted).insert(addr, 0);
     let counter = Arc::clone(&config.accepted);

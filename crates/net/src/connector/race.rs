@@ -10,9 +10,10 @@ use fastfallback_proto::{
     Alpn, AttemptError, AttemptId, CancelReason, Instant, PooledId, RaceError, TransportKind,
 };
 use fastfallback_route::Lesson;
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{CallEvent, ConnectionEvent};
-use crate::link::{Lease, RaceLink, SpareEnd};
+use crate::link::{EarlyQuic, Lease, RaceLink, SpareEnd};
 use crate::report::QueryLog;
 use crate::{NetworkState, Stream, Transport};
 
@@ -247,7 +248,8 @@ impl Race {
 
     /// Starts attempt `id` on `plan`: its step, its span, and the listeners' event.
     pub(super) fn start_attempt(&mut self, id: AttemptId, plan: &ConnectPlan) {
-        let running = Self::running(&self.inner, self.listeners(), id, plan);
+        let early = self.pool.as_ref().and_then(|p| p.link.early.as_ref());
+        let running = Self::running(&self.inner, self.listeners(), early, id, plan);
         self.running.push(running);
     }
 
@@ -257,6 +259,7 @@ impl Race {
     pub(super) fn running(
         inner: &Inner,
         listeners: Option<&crate::events::Listeners>,
+        early: Option<&UnboundedSender<EarlyQuic>>,
         id: AttemptId,
         plan: &ConnectPlan,
     ) -> Running {
@@ -280,7 +283,7 @@ impl Race {
         );
         let step = match (&inner.dialer, plan.transport) {
             // One step: the QUIC handshake, TLS inside it (HEv3 §6.1).
-            (_, TransportKind::Quic) => Step::Tls(quic_step(inner, plan)),
+            (_, TransportKind::Quic) => Step::Tls(quic_step(inner, plan, id, early)),
             (None, TransportKind::Tcp) => Step::Tcp(TcpStep::Unstarted(target)),
             (Some(dialer), TransportKind::Tcp) => {
                 Step::Tcp(TcpStep::Dialed(dialer.dial(target, &inner.socket)))
@@ -295,16 +298,26 @@ impl Race {
     }
 }
 
-/// The step of a QUIC attempt on `plan`: its handshake, when this build and connector run
-/// QUIC (a connector refuses a QUIC policy otherwise, so this failure is a broken invariant).
-fn quic_step(inner: &Inner, plan: &ConnectPlan) -> StepFuture<(Stream, Option<Alpn>)> {
+/// The step of a QUIC attempt `id` on `plan`: its handshake, when this build and connector
+/// run QUIC (a connector refuses a QUIC policy otherwise, so this failure is a broken
+/// invariant). With `early`, it hands its connection there if it can send 0-RTT.
+fn quic_step(
+    inner: &Inner,
+    plan: &ConnectPlan,
+    id: AttemptId,
+    early: Option<&UnboundedSender<EarlyQuic>>,
+) -> StepFuture<(Stream, Option<Alpn>)> {
     #[cfg(feature = "quic")]
     if let (Some(config), Some(tls)) = (&inner.quic, &plan.tls) {
-        let handshake =
-            crate::quic::handshake(config.clone(), plan.route.target, tls.server_name.clone());
+        let handshake = crate::quic::handshake(
+            config.clone(),
+            plan.route.target,
+            tls.server_name.clone(),
+            early.map(|sink| (id, sink.clone())),
+        );
         return Box::pin(handshake);
     }
-    let _ = (inner, plan);
+    let _ = (inner, plan, id, early);
     Box::pin(std::future::ready(Err(AttemptError::new(
         fastfallback_proto::AttemptErrorKind::Io,
         fastfallback_proto::Phase::Tcp,
