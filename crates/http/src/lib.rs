@@ -37,5 +37,5 @@ mod pool;
 pub use hyper_connector::{ConnectInfo, HyperConnecting, HyperConnector, HyperIo};
 pub use pool::{
     Body, Call, Exchange, ExchangeError, ExchangeFuture, Origin, Pool, PoolOptions, PoolStats,
-    RequestBody,
+    RequestBody, SentEarly,
 };

@@ -17,6 +17,8 @@ use tokio::task::AbortHandle;
 
 use super::{ExchangeError, Shared};
 use fastfallback_net::Stream;
+#[cfg(feature = "http3")]
+use fastfallback_net::quinn;
 
 /// The request body type of HTTP/1 connections.
 pub(crate) type H1Body = UnsyncBoxBody<Bytes, BoxError>;
@@ -218,23 +220,61 @@ impl Conn {
         pool: Weak<Shared>,
     ) -> Result<(Proto, AbortHandle), ExchangeError> {
         let Stream::Quic(quic) = stream else {
-            return Err(ExchangeError::Http3(
-                "HTTP/3 needs a QUIC connection; the race gave a byte stream".into(),
-            ));
+            return Err(not_quic());
         };
         let (conn, endpoint) = quic.into_parts();
-        let (mut driver, send) = h3::client::builder()
+        let (driver, send) = h3::client::builder()
             .send_grease(false)
             .build::<_, _, Bytes>(h3_quinn::Connection::new(conn))
             .await
             .map_err(|e| ExchangeError::Http3(e.to_string()))?;
+        Ok(Self::drive_h3(driver, send, endpoint, health, pool))
+    }
+
+    /// Starts the task that drives an HTTP/3 connection (its control streams and GOAWAY)
+    /// until it closes, holding the QUIC endpoint while it runs.
+    #[cfg(feature = "http3")]
+    fn drive_h3(
+        mut driver: super::early::H3Driver,
+        send: H3Sender,
+        endpoint: quinn::Endpoint,
+        health: &Arc<Health>,
+        pool: Weak<Shared>,
+    ) -> (Proto, AbortHandle) {
         let h = Arc::clone(health);
         let task = tokio::spawn(async move {
             let _endpoint = endpoint;
             let _closed = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
             h.ended(&pool);
         });
-        Ok((Proto::Http3(send), task.abort_handle()))
+        (Proto::Http3(send), task.abort_handle())
+    }
+
+    /// A connection over a QUIC winner whose HTTP/3 client was made in 0-RTT, before the
+    /// race ended (`pool/early.rs`): that client is the connection's (its control stream is
+    /// already out, RFC 9114 §6.2.1).
+    #[cfg(feature = "http3")]
+    pub(crate) fn adopt_h3(
+        stream: Stream,
+        peer: SocketAddr,
+        driver: super::early::H3Driver,
+        send: H3Sender,
+        pool: Weak<Shared>,
+    ) -> Result<Self, ExchangeError> {
+        let certs = quic_certificates(&stream);
+        let Stream::Quic(quic) = stream else {
+            return Err(not_quic());
+        };
+        let health = Arc::new(Health::default());
+        let (_, endpoint) = quic.into_parts();
+        let (proto, task) = Self::drive_h3(driver, send, endpoint, &health, pool);
+        Ok(Self {
+            proto,
+            peer,
+            certs,
+            health,
+            task,
+        })
     }
 
     #[cfg(not(feature = "http3"))]
@@ -249,6 +289,12 @@ impl Conn {
             ),
         ))
     }
+}
+
+/// HTTP/3 asked of a byte stream.
+#[cfg(feature = "http3")]
+fn not_quic() -> ExchangeError {
+    ExchangeError::Http3("HTTP/3 needs a QUIC connection; the race gave a byte stream".into())
 }
 
 /// The server's certificate chain of a QUIC winner (quinn's rustls session gives it as a

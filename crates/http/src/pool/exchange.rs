@@ -15,6 +15,8 @@ use http_body_util::{BodyExt, Full};
 
 #[cfg(feature = "http3")]
 mod h3;
+#[cfg(feature = "http3")]
+pub(crate) use h3::{RecvHalf, h3_request};
 mod retry;
 mod upload;
 
@@ -231,6 +233,10 @@ pub struct Exchange {
     source: Source,
     peer: SocketAddr,
     story: Option<Box<StoryCell>>,
+    /// The request stream of the request [`crate::Pool::send`] sent in 0-RTT with the race
+    /// (`pool/early.rs`): the exchange only reads its answer.
+    #[cfg(feature = "http3")]
+    early: Option<Box<RecvHalf>>,
 }
 
 /// The race's story and, once asked for, its report.
@@ -288,7 +294,16 @@ impl Exchange {
             source,
             peer: parts.peer,
             story: story.map(StoryCell::boxed),
+            #[cfg(feature = "http3")]
+            early: None,
         })
+    }
+
+    /// This exchange's request already went out in 0-RTT, on request stream `rx`.
+    #[cfg(feature = "http3")]
+    pub(crate) fn sent_early(mut self, rx: RecvHalf) -> Self {
+        self.early = Some(Box::new(rx));
+        self
     }
 
     /// An exchange on a connection that is never pooled.
@@ -314,6 +329,8 @@ impl Exchange {
             })),
             source: Source::New,
             story: Some(StoryCell::boxed(story)),
+            #[cfg(feature = "http3")]
+            early: None,
         }
     }
 
@@ -433,6 +450,10 @@ impl Exchange {
             return Err(Failed::unsent(ExchangeError::Closed));
         };
         let limit = origin.inner.shared.options.response_timeout;
+        #[cfg(feature = "http3")]
+        if self.protocol == Protocol::Http3 {
+            return self.send_h3(head, body, &origin, limit).await;
+        }
         // The request goes to the origin whatever its URI names: only its path and query
         // are kept (moved, not copied).
         let mut uri = std::mem::take(&mut head.uri).into_parts();
@@ -482,10 +503,6 @@ impl Exchange {
             };
             let keep = self.keeper();
             return Ok(response.map(|b| Body::http1(b, keep)));
-        }
-        #[cfg(feature = "http3")]
-        if self.protocol == Protocol::Http3 {
-            return self.send_h3(head, uri, body, &origin, limit).await;
         }
         // Scheme and authority become `:scheme` and `:authority` (RFC 9113 §8.3.1).
         uri.scheme = Some(if origin.is_tls() {

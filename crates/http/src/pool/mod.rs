@@ -35,6 +35,8 @@
 
 mod checkout;
 mod conn;
+#[cfg(feature = "http3")]
+mod early;
 mod exchange;
 mod origin;
 mod race;
@@ -328,7 +330,7 @@ impl Pool {
     /// [`EventListener`] for the call's events. (Not `call`: that name is
     /// `tower_service::Service::call`'s, which `Pool` implements.)
     pub fn exchange_with<'a>(&'a self, origin: &'a Origin, call: Call) -> ExchangeFuture<'a> {
-        let plain = call.listener.is_none() && !call.exclusive;
+        let plain = call.listener.is_none() && !call.exclusive && !call.sends_early();
         let state = if plain && Arc::ptr_eq(&origin.inner.shared, &self.shared) {
             FutureState::Start(origin)
         } else {
@@ -360,6 +362,9 @@ impl Pool {
 
     /// Sends `request` to the origin of its (absolute) URI on a pooled or new connection.
     ///
+    /// With [`PoolOptions::early_data`] an idempotent request that needs a new connection
+    /// rides a resuming QUIC attempt's 0-RTT, and its response carries [`SentEarly`].
+    ///
     /// A pooled connection can close just as it is reused (the server's keep-alive ran out
     /// while the request was on its way). When that happens to an idempotent request (GET,
     /// HEAD, PUT, DELETE, OPTIONS, TRACE: RFC 9110 §9.2.2 allows retrying them), before any
@@ -370,6 +375,18 @@ impl Pool {
         request: http::Request<bytes::Bytes>,
     ) -> Result<http::Response<Body>, ExchangeError> {
         let origin = self.origin(&request.uri().to_string())?;
+        #[cfg(feature = "http3")]
+        let exchange = match self.shared.early_request(&request) {
+            Some(early) => {
+                let call = Call {
+                    early: Some(early),
+                    ..Call::default()
+                };
+                self.exchange_with(&origin, call).await?
+            }
+            None => self.exchange(&origin).await?,
+        };
+        #[cfg(not(feature = "http3"))]
         let exchange = self.exchange(&origin).await?;
         let replay = (exchange.is_reused() && request.method().is_idempotent()).then(|| {
             let mut again = http::Request::new(request.body().clone());
@@ -458,7 +475,16 @@ impl Pool {
 pub struct Call {
     exclusive: bool,
     listener: Option<Arc<dyn EventListener>>,
+    /// The request [`Pool::send`] sends in 0-RTT if the race allows it.
+    #[cfg(feature = "http3")]
+    early: Option<early::EarlyRequest>,
 }
+
+/// In a response's extensions: its request went out in QUIC 0-RTT
+/// ([`PoolOptions::early_data`]), so the server may have seen it more than once (RFC 9001
+/// §9.2).
+#[derive(Clone, Copy, Debug, Default, Eq, PartialEq)]
+pub struct SentEarly;
 
 impl fmt::Debug for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -473,6 +499,8 @@ impl fmt::Debug for Call {
 const PLAIN: Call = Call {
     exclusive: false,
     listener: None,
+    #[cfg(feature = "http3")]
+    early: None,
 };
 
 impl Call {
@@ -489,6 +517,14 @@ impl Call {
     pub fn listener(mut self, listener: impl EventListener) -> Self {
         self.listener = Some(Arc::new(listener));
         self
+    }
+
+    /// Whether the call carries a request to send in 0-RTT.
+    fn sends_early(&self) -> bool {
+        #[cfg(feature = "http3")]
+        return self.early.is_some();
+        #[cfg(not(feature = "http3"))]
+        false
     }
 
     fn listeners(&self, shared: &Shared) -> Listeners {
@@ -559,6 +595,16 @@ impl Shared {
             warm: &self.warm,
             closed_any: false,
         }
+    }
+
+    /// `request`, when [`PoolOptions::early_data`] lets it ride a QUIC attempt's 0-RTT: the
+    /// option is on, the connector races QUIC, and the request is idempotent.
+    #[cfg(feature = "http3")]
+    fn early_request(&self, request: &http::Request<bytes::Bytes>) -> Option<early::EarlyRequest> {
+        if !self.options.early_data || !self.connector.policy().quic {
+            return None;
+        }
+        early::EarlyRequest::of(request)
     }
 
     /// One call: its events around [`Self::acquire`].

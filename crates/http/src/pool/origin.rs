@@ -243,6 +243,17 @@ pub struct PoolOptions {
     /// then closed (its request is still in flight); on HTTP/2 only the stream is reset. The
     /// response body, once it streams, is not limited.
     pub response_timeout: Option<Duration>,
+    /// Send the idempotent requests of [`Pool::send`](super::Pool::send) (RFC 9110 §9.2.2)
+    /// in QUIC 0-RTT when a new connection resumes a session whose ticket allows it (RFC
+    /// 9001 §4.6): the request leaves with the first flight, and its answer comes one round
+    /// trip sooner (default off). Needs the `http3` feature and a connector racing QUIC.
+    ///
+    /// 0-RTT data can be replayed by an attacker (RFC 9001 §9.2, RFC 8470 §3), so turn it on
+    /// only where an idempotent request arriving twice does no harm. A race still ends only
+    /// on a completed handshake: when UDP is dropped, or the server rejects the early data,
+    /// the request is sent again on the connection that won. A response to a request that
+    /// went out early carries [`SentEarly`](super::SentEarly) in its extensions.
+    pub early_data: bool,
 }
 
 impl Default for PoolOptions {
@@ -256,6 +267,7 @@ impl Default for PoolOptions {
             warm_backoff: Duration::from_secs(1),
             warm_backoff_max: Duration::from_secs(60),
             response_timeout: None,
+            early_data: false,
         }
     }
 }

@@ -91,7 +91,31 @@ impl Shared {
                     origin: origin.clone(),
                 }) as Arc<dyn Watch>
             }),
+            early: None,
         };
+        #[cfg(feature = "http3")]
+        let (end, early) = match &call.early {
+            Some(request) => {
+                let (sink, heard) = mpsc::unbounded_channel();
+                let link = RaceLink {
+                    early: Some(sink),
+                    ..link
+                };
+                let race = self
+                    .connector
+                    .race_linked(origin.inner.address.clone(), link);
+                let (end, early) = super::early::ride(race, heard, request, origin).await;
+                let early = early.and_then(|e| e.kept(&end));
+                (end, early)
+            }
+            None => {
+                let race = self
+                    .connector
+                    .race_linked(origin.inner.address.clone(), link);
+                (race.await, None)
+            }
+        };
+        #[cfg(not(feature = "http3"))]
         let end = self
             .connector
             .race_linked(origin.inner.address.clone(), link)
@@ -135,7 +159,20 @@ impl Shared {
                 let peer = story.peer();
                 let streams = self.learned_streams(origin);
                 let weak = Arc::downgrade(self);
-                let conn = match Conn::handshake(stream, peer, protocol, streams, weak).await {
+                #[cfg(feature = "http3")]
+                let (made, recv) = match early {
+                    Some(e) => {
+                        let conn = Conn::adopt_h3(stream, peer, e.driver, e.send, weak);
+                        (conn, e.recv)
+                    }
+                    None => (
+                        Conn::handshake(stream, peer, protocol, streams, weak).await,
+                        None,
+                    ),
+                };
+                #[cfg(not(feature = "http3"))]
+                let made = Conn::handshake(stream, peer, protocol, streams, weak).await;
+                let conn = match made {
                     Ok(c) => c,
                     Err(e) => {
                         guard.finish(Landing::Failed(&end.lessons));
@@ -161,6 +198,10 @@ impl Shared {
                     call.listener.clone(),
                 );
                 self.offer_coalescing(id);
+                #[cfg(feature = "http3")]
+                if let Some(rx) = recv {
+                    return ex.map(|ex| ex.sent_early(rx));
+                }
                 ex
             }
         }
@@ -242,6 +283,7 @@ impl Shared {
             },
             offers: rx,
             watch: None,
+            early: None,
         };
         let end = self
             .connector

@@ -18,20 +18,37 @@ use crate::pool::conn::Proto;
 use crate::pool::origin::Origin;
 
 type SendHalf = h3::client::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
-type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
+/// The receiving half of an HTTP/3 request stream.
+pub(crate) type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
 
 fn h3_error(e: impl std::fmt::Display) -> ExchangeError {
     ExchangeError::Http3(e.to_string())
 }
 
+/// A request's head as HTTP/3 sends it to `origin`: the URI keeps the path and query (`/`
+/// without one), and gets `:scheme` and `:authority` from the origin (RFC 9114 §4.3.1).
+pub(crate) fn h3_request(
+    mut head: http::request::Parts,
+    origin: &Origin,
+) -> Result<Request<()>, ExchangeError> {
+    let mut uri = std::mem::take(&mut head.uri).into_parts();
+    if uri.path_and_query.is_none() {
+        uri.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    uri.scheme = Some(http::uri::Scheme::HTTPS);
+    uri.authority = Some(origin.authority()?.uri.clone());
+    head.uri = http::Uri::from_parts(uri).map_err(ExchangeError::invalid)?;
+    Ok(Request::from_parts(head, ()))
+}
+
 impl Exchange {
-    /// Sends `head` and `body` on a new request stream: `uri` carries the path and query, and
-    /// gets `:scheme` and `:authority` from the origin (RFC 9114 §4.3.1). Waits `limit` at
-    /// most for the response head.
+    /// Sends `head` and `body` on a new request stream ([`h3_request`]), and waits `limit` at
+    /// most for the response head. When this request already went out in 0-RTT with the
+    /// race ([`Exchange::early`], set only by [`crate::Pool::send`] for this very request),
+    /// only the answer is read.
     pub(super) async fn send_h3<B>(
         &mut self,
-        mut head: http::request::Parts,
-        mut uri: http::uri::Parts,
+        head: http::request::Parts,
         body: B,
         origin: &Origin,
         limit: Option<std::time::Duration>,
@@ -40,9 +57,12 @@ impl Exchange {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        uri.scheme = Some(http::uri::Scheme::HTTPS);
-        uri.authority = Some(origin.authority().map_err(Failed::sent)?.uri.clone());
-        head.uri = http::Uri::from_parts(uri).map_err(Failed::invalid)?;
+        if let Some(rx) = self.early.take() {
+            let mut response = self.h3_response(*rx, None, limit).await?;
+            response.extensions_mut().insert(crate::SentEarly);
+            return Ok(response);
+        }
+        let head = h3_request(head, origin).map_err(Failed::sent)?;
         let send = match &self.carrier {
             Carrier::Pooled(lease) => match &lease.held {
                 Held::Http3(s) => Some(s.clone()),
@@ -58,14 +78,14 @@ impl Exchange {
             return Err(Failed::unsent(ExchangeError::Closed));
         };
         let end = body.is_end_stream();
-        let stream = match send.send_request(Request::from_parts(head, ())).await {
+        let stream = match send.send_request(head).await {
             Ok(s) => s,
             Err(e) => {
                 self.spoil();
                 return Err(Failed::unsent(h3_error(e)));
             }
         };
-        let (mut tx, mut rx) = stream.split();
+        let (mut tx, rx) = stream.split();
         let upload = if end {
             if let Err(e) = tx.finish().await {
                 return Err(Failed::sent(h3_error(e)));
@@ -74,6 +94,17 @@ impl Exchange {
         } else {
             Some(Upload::spawned(tokio::spawn(pump(body, tx)).abort_handle()))
         };
+        self.h3_response(rx, upload, limit).await
+    }
+
+    /// Waits `limit` at most for the response head on request stream `rx`, and gives the
+    /// response with a body that reads the rest of it.
+    async fn h3_response(
+        &mut self,
+        mut rx: RecvHalf,
+        upload: Option<Upload>,
+        limit: Option<std::time::Duration>,
+    ) -> Result<Response<Body>, Failed> {
         let response = match within(limit, rx.recv_response()).await {
             Some(Ok(r)) => r,
             Some(Err(e)) => {

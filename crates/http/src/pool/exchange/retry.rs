@@ -156,8 +156,8 @@ async fn resend(
     request: Request<Bytes>,
 ) -> Result<Response<Body>, ExchangeError> {
     let call = Call {
-        exclusive: false,
         listener,
+        ..Call::default()
     };
     let shared = Arc::clone(&origin.inner.shared);
     let mut exchange = shared.acquire(&origin, &call).await?;

@@ -1,0 +1,238 @@
+//! 0-RTT through the pool (the `http3` feature, `PoolOptions::early_data`): an idempotent
+//! request of `Pool::send` rides a resuming QUIC attempt's first flight (RFC 9001 §4.6), and
+//! is sent again over the winner when the early data went nowhere: UDP silent (TCP wins), or
+//! the server rejected it. All on loopback, against quinn + h3 servers.
+#![cfg(feature = "http3")]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fastfallback_http::{Pool, PoolOptions, SentEarly};
+use fastfallback_net::{Connector, FallbackPolicy};
+use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server};
+use fastfallback_testkit::resolver::FakeDns;
+use fastfallback_testkit::udp::SilentUdp;
+use fastfallback_testnet::TlsMaterial;
+use fastfallback_testnet::http::HttpStats;
+use fastfallback_testnet::http3::Http3Stats;
+
+const NAME: &str = "early.test";
+
+/// What answers UDP on an origin's port.
+enum Udp {
+    /// An HTTP/3 server whose tickets allow early data.
+    Early,
+    /// An HTTP/3 server that allows no early data (and knows no other server's tickets).
+    NoEarly,
+    /// Nothing: datagrams are read and never answered.
+    Silent,
+}
+
+/// An origin on 127.0.0.1: an HTTPS server (h2) on a TCP port, and on the same UDP port
+/// what `udp` says.
+struct Origin {
+    url: String,
+    tcp: Arc<HttpStats>,
+    h3: Option<Arc<Http3Stats>>,
+    silent: Option<SilentUdp>,
+    _quic: Option<quinn::Endpoint>,
+}
+
+async fn origin(tls: &TlsMaterial, udp: Udp) -> Origin {
+    let (port, tcp) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
+    let at = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let h3_alpn = [b"h3".to_vec()];
+    let config = match udp {
+        Udp::Early => Some(tls.quic_server(&h3_alpn).unwrap()),
+        Udp::NoEarly => {
+            let tls = tls.with_alpn(&h3_alpn);
+            let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+            Some(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
+        }
+        Udp::Silent => None,
+    };
+    let (h3, silent, quic) = match config {
+        Some(config) => {
+            let quic = quinn::Endpoint::server(config, at).unwrap();
+            let stats = fastfallback_testnet::http3::serve(quic.clone());
+            (Some(stats), None, Some(quic))
+        }
+        None => (None, Some(SilentUdp::bind(port).await.unwrap()), None),
+    };
+    Origin {
+        url: format!("https://{NAME}:{port}/"),
+        tcp,
+        h3,
+        silent,
+        _quic: quic,
+    }
+}
+
+/// A connector racing QUIC: `early.test` is 127.0.0.1 with `1 . alpn=h3,h2`.
+fn connector(tls: &TlsMaterial) -> Connector {
+    let record = HttpsRecord {
+        priority: 1,
+        target: ".".into(),
+        alpn: vec![Alpn::H3, Alpn::H2],
+        ..Default::default()
+    };
+    let dns = FakeDns::new()
+        .addresses(NAME, QueryKind::A, [LOCALHOST])
+        .addresses(NAME, QueryKind::Aaaa, [])
+        .answer(NAME, QueryKind::Https, DnsAnswer::Https(vec![record]));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    Connector::builder()
+        .root_certificates(roots)
+        .resolver(dns)
+        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// A new pool on `connector` (whose clones share its TLS session cache), with 0-RTT on.
+fn early_pool(connector: &Connector) -> Pool {
+    let options = PoolOptions {
+        early_data: true,
+        ..PoolOptions::default()
+    };
+    Pool::with_options(connector.clone(), options)
+}
+
+/// A response, its body read.
+struct Answer {
+    version: http::Version,
+    early: bool,
+    conn: Option<String>,
+    body: Bytes,
+}
+
+async fn send(pool: &Pool, request: http::Request<Bytes>) -> Answer {
+    let response = pool.send(request).await.expect("a response");
+    assert_eq!(response.status(), 200);
+    let early = response.extensions().get::<SentEarly>().is_some();
+    let version = response.version();
+    let conn = response
+        .headers()
+        .get("x-conn")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("the body")
+        .to_bytes();
+    Answer {
+        version,
+        early,
+        conn,
+        body,
+    }
+}
+
+fn get(url: &str) -> http::Request<Bytes> {
+    http::Request::get(url).body(Bytes::new()).unwrap()
+}
+
+/// Gives `connector` a ticket for the name that allows early data: two GETs over HTTP/3 to
+/// a server that accepts 0-RTT (the server's NewSessionTicket precedes the second answer).
+/// Returns that origin.
+async fn ticketed(tls: &TlsMaterial, connector: &Connector) -> Origin {
+    let first = origin(tls, Udp::Early).await;
+    let pool = early_pool(connector);
+    for _ in 0..2 {
+        let answer = send(&pool, get(&first.url)).await;
+        assert_eq!(answer.version, http::Version::HTTP_3);
+        assert!(!answer.early, "no ticket yet, then a pooled connection");
+    }
+    first
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_rides_0rtt_on_a_resumed_quic_connection_which_then_serves_the_next_calls() {
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let connector = connector(&tls);
+    let origin = ticketed(&tls, &connector).await;
+
+    // A new pool: a new connection, which resumes the session and sends the GET early.
+    let pool = early_pool(&connector);
+    let answer = send(&pool, get(&origin.url)).await;
+    assert!(answer.early, "the GET went out in 0-RTT");
+    assert_eq!(answer.version, http::Version::HTTP_3);
+    assert_eq!(answer.body.as_ref(), b"ok");
+    assert_eq!(answer.conn.as_deref(), Some("2"));
+    // The HTTP/3 client made in 0-RTT is the pooled connection's: the next call reuses it.
+    let again = send(&pool, get(&origin.url)).await;
+    assert!(!again.early);
+    assert_eq!(again.conn.as_deref(), Some("2"));
+    let stats = origin.h3.as_ref().unwrap();
+    assert_eq!(stats.requests(), 4);
+    assert_eq!(origin.tcp.requests(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_goes_early_without_the_option_nor_for_a_request_that_is_not_idempotent() {
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let connector = connector(&tls);
+    let origin = ticketed(&tls, &connector).await;
+
+    let plain = Pool::new(connector.clone());
+    let answer = send(&plain, get(&origin.url)).await;
+    assert!(!answer.early, "0-RTT is off by default");
+    assert_eq!(answer.version, http::Version::HTTP_3);
+
+    let post = http::Request::post(&origin.url)
+        .body(Bytes::from_static(b"once"))
+        .unwrap();
+    let answer = send(&early_pool(&connector), post).await;
+    assert!(
+        !answer.early,
+        "a POST may not be replayed (RFC 9110 §9.2.2)"
+    );
+    assert_eq!(answer.version, http::Version::HTTP_3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_sent_early_into_silent_udp_is_sent_again_over_tcp_which_wins() {
+    // 0-RTT proves nothing about the path: the QUIC attempt sends the GET into UDP that
+    // never answers, TCP starts one attempt delay later and wins, and the GET goes there.
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let connector = connector(&tls);
+    let _ticket = ticketed(&tls, &connector).await;
+    let silent = origin(&tls, Udp::Silent).await;
+
+    let answer = send(&early_pool(&connector), get(&silent.url)).await;
+    assert_eq!(answer.version, http::Version::HTTP_2);
+    assert!(!answer.early);
+    assert_eq!(answer.body.as_ref(), b"ok");
+    let udp = silent.silent.as_ref().unwrap();
+    assert!(
+        udp.zero_rtt_packets() > 0,
+        "the GET went out in 0-RTT first"
+    );
+    assert_eq!(silent.tcp.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_rejects_0rtt_gets_the_get_once_after_the_handshake() {
+    // Another server, with another session cache and no early data: the attempt offers
+    // 0-RTT with the GET, the server rejects it and completes a full handshake, and the GET
+    // goes again on the new connection (the server sees it once).
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let connector = connector(&tls);
+    let _ticket = ticketed(&tls, &connector).await;
+    let rejecting = origin(&tls, Udp::NoEarly).await;
+
+    let pool = early_pool(&connector);
+    let answer = send(&pool, get(&rejecting.url)).await;
+    assert_eq!(answer.version, http::Version::HTTP_3);
+    assert!(!answer.early, "the early GET was rejected");
+    assert_eq!(answer.body.as_ref(), b"ok");
+    let stats = rejecting.h3.as_ref().unwrap();
+    assert_eq!(stats.requests(), 1);
+    // The connection is pooled and works.
+    let again = send(&pool, get(&rejecting.url)).await;
+    assert_eq!(again.conn, answer.conn);
+    assert_eq!(stats.requests(), 2);
+}
