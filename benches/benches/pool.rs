@@ -111,7 +111,7 @@ fn main() {
     }
     #[cfg(feature = "http3")]
     if wanted("quic-net") {
-        rows.extend(quic_net::rows(if full { 7 } else { 1 }));
+        rows.extend(quic_net::rows(if full { 11 } else { 1 }));
     }
     print(&rows);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastfallback-bench");

@@ -127,13 +127,81 @@ pub(crate) async fn handshake(
 /// A client endpoint on a new UDP socket bound to `bind`, on `runtime`.
 fn client_endpoint(bind: SocketAddr, runtime: Arc<AttemptRuntime>) -> io::Result<quinn::Endpoint> {
     let socket = std::net::UdpSocket::bind(bind)?;
+    // The same socket, to change an option after quinn set its own.
+    let handle = socket.try_clone()?;
     let socket = quinn::Runtime::wrap_udp_socket(&*runtime, socket)?;
+    let socket: Arc<dyn quinn::AsyncUdpSocket> = match gro_off(&handle) {
+        Ok(()) => Arc::new(OneDatagramPerRead(socket)),
+        Err(_) => socket,
+    };
+    drop(handle);
     quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),
         None,
         socket,
         runtime,
     )
+}
+
+/// Turns UDP generic receive offload off on `socket` (quinn turns it on where it can).
+///
+/// An endpoint sizes its receive buffer for the largest batch a read may return:
+/// 32 slots of 64 coalesced datagrams each with GRO, about 3 MB, allocated zeroed when the
+/// endpoint is made. One per attempt put that allocation (and, when the allocator had to
+/// clear reused memory, about 2 ms) on every QUIC attempt's way to its first packet, and
+/// kept 3 MB per connection. Without GRO a slot holds one datagram: 47 KB, and reads are
+/// still batched (`recvmmsg`, 32 datagrams). Bulk downloads pay more per datagram in the
+/// kernel; a client's connections are many and mostly small.
+#[cfg(target_os = "linux")]
+fn gro_off(socket: &std::net::UdpSocket) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt::UdpGroSegment};
+    setsockopt(socket, UdpGroSegment, &false).map_err(io::Error::from)
+}
+
+/// Elsewhere quinn uses no receive offload.
+#[cfg(not(target_os = "linux"))]
+fn gro_off(_socket: &std::net::UdpSocket) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// quinn's socket, saying that a read returns one datagram per slot (GRO is off): the
+/// endpoint's receive buffer is sized by it.
+#[derive(Debug)]
+struct OneDatagramPerRead(Arc<dyn quinn::AsyncUdpSocket>);
+
+impl quinn::AsyncUdpSocket for OneDatagramPerRead {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn quinn::UdpPoller>> {
+        Arc::clone(&self.0).create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit<'_>) -> io::Result<()> {
+        self.0.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.0.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        1
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.0.may_fragment()
+    }
 }
 
 /// quinn's tokio runtime for one attempt's endpoint, with a handle on every task quinn
@@ -274,5 +342,26 @@ impl AsyncWrite for QuicConnection {
         // Closing is always possible: the connection closes with code 0 (no error).
         self.connection.close(0u32.into(), b"");
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{getsockopt, sockopt::UdpGroSegment};
+    use quinn::AsyncUdpSocket;
+
+    #[tokio::test]
+    async fn an_attempt_socket_has_gro_off_after_quinn_turned_it_on() {
+        let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let handle = socket.try_clone().unwrap();
+        let wrapped = quinn::Runtime::wrap_udp_socket(&quinn::TokioRuntime, socket).unwrap();
+        // quinn turns GRO on where the kernel has it, and sizes reads for it.
+        if getsockopt(&handle, UdpGroSegment).unwrap() {
+            assert!(wrapped.max_receive_segments() > 1);
+        }
+        gro_off(&handle).unwrap();
+        assert!(!getsockopt(&handle, UdpGroSegment).unwrap());
+        assert_eq!(OneDatagramPerRead(wrapped).max_receive_segments(), 1);
     }
 }

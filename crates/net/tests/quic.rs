@@ -79,7 +79,7 @@ fn quic_server_with(config: quinn::ServerConfig, port: u16) -> quinn::Endpoint {
                 };
                 while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                     tokio::spawn(async move {
-                        let bytes = recv.read_to_end(1024).await.unwrap_or_default();
+                        let bytes = recv.read_to_end(4 << 20).await.unwrap_or_default();
                         let _ = send.write_all(&bytes).await;
                         let _ = send.finish();
                         // Until the client has read it all (a finished stream's data is
@@ -135,6 +135,26 @@ async fn a_quic_handshake_wins_and_its_connection_carries_a_stream() {
     send.finish().unwrap();
     let echoed = recv.read_to_end(1024).await.unwrap();
     assert_eq!(echoed, b"over quic");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_megabyte_comes_back_whole_over_a_quic_winner_read_one_datagram_at_a_time() {
+    // The attempt's socket has UDP GRO off and the endpoint reads one datagram per slot: a
+    // stream of many datagrams each way must still arrive whole and in order.
+    let (tls, port) = tcp_origin().await;
+    let _server = quic_server(&tls, port);
+    let conn = connect(&connector(&tls), port).await;
+    let quic = conn.stream().quic().expect("a QUIC winner");
+    let sent: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let (mut send, mut recv) = quic.connection().open_bi().await.unwrap();
+    let writing = async {
+        send.write_all(&sent).await.unwrap();
+        send.finish().unwrap();
+    };
+    let (_, echoed) = tokio::join!(writing, recv.read_to_end(4 << 20));
+    assert!(echoed.unwrap() == sent, "the echo differs");
+    let datagrams = quic.connection().stats().udp_rx.datagrams;
+    assert!(datagrams > 700, "{datagrams} datagrams for 1 MiB");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
