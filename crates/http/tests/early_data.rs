@@ -103,6 +103,7 @@ fn early_pool(connector: &Connector) -> Pool {
 
 /// A response, its body read.
 struct Answer {
+    status: http::StatusCode,
     version: http::Version,
     early: bool,
     conn: Option<String>,
@@ -110,8 +111,14 @@ struct Answer {
 }
 
 async fn send(pool: &Pool, request: http::Request<Bytes>) -> Answer {
+    let answer = send_any(pool, request).await;
+    assert_eq!(answer.status, 200);
+    answer
+}
+
+async fn send_any(pool: &Pool, request: http::Request<Bytes>) -> Answer {
     let response = pool.send(request).await.expect("a response");
-    assert_eq!(response.status(), 200);
+    let status = response.status();
     let early = response.extensions().get::<SentEarly>().is_some();
     let version = response.version();
     let conn = response
@@ -124,6 +131,7 @@ async fn send(pool: &Pool, request: http::Request<Bytes>) -> Answer {
         .expect("the body")
         .to_bytes();
     Answer {
+        status,
         version,
         early,
         conn,
@@ -235,4 +243,24 @@ async fn a_server_that_rejects_0rtt_gets_the_get_once_after_the_handshake() {
     let again = send(&pool, get(&rejecting.url)).await;
     assert_eq!(again.conn, answer.conn);
     assert_eq!(stats.requests(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_425_to_a_get_sent_early_sends_it_again_once_the_handshake_is_done() {
+    // RFC 8470 §5.2: `/too-early` answers 425 to the first request on each connection, here
+    // the GET that rode 0-RTT. The pool sends it again, on the same (now pooled) connection.
+    let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
+    let connector = connector(&tls);
+    let origin = ticketed(&tls, &connector).await;
+    let url = format!("{}too-early", origin.url);
+
+    let answer = send(&early_pool(&connector), get(&url)).await;
+    assert!(!answer.early, "the answer is the second sending's");
+    assert_eq!(answer.conn.as_deref(), Some("2"), "on the 0-RTT connection");
+    assert_eq!(origin.h3.as_ref().unwrap().requests(), 4);
+
+    // A 425 to a request that did not go early is the caller's to read.
+    let plain = Pool::new(connector.clone());
+    let answer = send_any(&plain, get(&url)).await;
+    assert_eq!(answer.status, http::StatusCode::TOO_EARLY);
 }

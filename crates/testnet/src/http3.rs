@@ -1,10 +1,11 @@
 //! An HTTP/3 server for tests (h3 over quinn): it answers every request of every connection
 //! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
-//! `/echo` answers with the request's body, anything else with `ok`. It accepts 0-RTT (with a
+//! `/echo` answers with the request's body, `/too-early` with 425 Too Early the first time on
+//! each connection (RFC 8470 §5.2), anything else with `ok`. It accepts 0-RTT (with a
 //! configuration from [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::Response;
@@ -76,8 +77,10 @@ pub fn serve_counted(
                     return;
                 };
                 let number = stats.connections.fetch_add(1, Ordering::SeqCst) + 1;
+                let too_early = Arc::new(AtomicBool::new(false));
                 while let Ok(Some(resolver)) = h3.accept().await {
                     let stats = Arc::clone(&stats);
+                    let too_early = Arc::clone(&too_early);
                     tokio::spawn(async move {
                         let Ok((request, mut stream)) = resolver.resolve_request().await else {
                             return;
@@ -92,7 +95,15 @@ pub fn serve_counted(
                         } else {
                             Bytes::from_static(b"ok")
                         };
+                        let status = if request.uri().path() == "/too-early"
+                            && !too_early.swap(true, Ordering::SeqCst)
+                        {
+                            http::StatusCode::TOO_EARLY
+                        } else {
+                            http::StatusCode::OK
+                        };
                         let head = Response::builder()
+                            .status(status)
                             .header("x-conn", number.to_string())
                             .body(())
                             .unwrap_or_default();

@@ -45,15 +45,8 @@ impl EarlyRequest {
         if !request.method().is_idempotent() {
             return None;
         }
-        let mut head = Request::new(());
-        *head.method_mut() = request.method().clone();
-        *head.uri_mut() = request.uri().clone();
-        *head.version_mut() = request.version();
-        *head.headers_mut() = request.headers().clone();
-        Some(Self {
-            head: head.into_parts().0,
-            body: request.body().clone(),
-        })
+        let (head, body) = super::copy_request(request).into_parts();
+        Some(Self { head, body })
     }
 }
 

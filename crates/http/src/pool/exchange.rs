@@ -299,6 +299,14 @@ impl Exchange {
         })
     }
 
+    /// Whether this exchange's request already went out in 0-RTT with the race.
+    pub(crate) fn went_early(&self) -> bool {
+        #[cfg(feature = "http3")]
+        return self.early.is_some();
+        #[cfg(not(feature = "http3"))]
+        false
+    }
+
     /// This exchange's request already went out in 0-RTT, on request stream `rx`.
     #[cfg(feature = "http3")]
     pub(crate) fn sent_early(mut self, rx: RecvHalf) -> Self {
