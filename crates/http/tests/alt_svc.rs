@@ -63,3 +63,43 @@ async fn a_pool_whose_connector_does_not_race_quic_keeps_no_alternatives() {
     get(&pool, &url, "/alt-svc/h3/4433").await;
     assert!(alternatives(&pool, &url).is_empty());
 }
+
+/// The upgrade (RFC 7838 §2): the first call goes over TCP, its response names an `h3`
+/// alternative on the same port, and the next connection races QUIC there and speaks HTTP/3.
+#[cfg(feature = "http3")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h3_alternative_named_by_the_first_response_carries_the_next_connection() {
+    let tls = TlsMaterial::new(&["origin.test".to_owned()], &[]).unwrap();
+    let (port, tcp) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
+    let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let config = tls.quic_server(&[b"h3".to_vec()]).unwrap();
+    let quic = quinn::Endpoint::server(config, at).unwrap();
+    let h3 = fastfallback_testnet::http3::serve(quic.clone());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
+    let connector = Connector::builder()
+        .resolver(StaticResolver::new().with("origin.test", [localhost]))
+        .root_certificates(roots)
+        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://origin.test:{port}");
+
+    // No HTTPS record: the first connection is TCP, whose answer names the alternative.
+    let first = Pool::new(connector.clone());
+    get(&first, &url, &format!("/alt-svc/h3/{port}")).await;
+    assert_eq!(tcp.requests(), 1);
+    assert_eq!(h3.requests(), 0);
+
+    // A new connection (another pool on the same connector, so the same route memory).
+    let second = Pool::new(connector);
+    let origin = second.origin(&url).unwrap();
+    let exchange = second.exchange(&origin).await.unwrap();
+    assert_eq!(exchange.protocol(), fastfallback_proto::Protocol::Http3);
+    let request = http::Request::get("/").body(Bytes::new()).unwrap();
+    let response = exchange.send(request).await.unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_3);
+    assert_eq!(h3.requests(), 1);
+    assert_eq!(tcp.requests(), 1);
+}
