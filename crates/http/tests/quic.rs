@@ -199,4 +199,42 @@ mod http3 {
             "one QUIC connection for a hundred calls"
         );
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_421_on_a_coalesced_http3_connection_sends_the_request_again_on_the_hosts_own() {
+        // RFC 9110 §15.5.20 over HTTP/3: `/strict` answers 421 to a host its ClientHello did
+        // not name. `other.test` rides `quic.test`'s connection, gets 421, and the request
+        // goes again on a connection of its own, which that connection is not used for again.
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        get(&pool, &url, "/").await;
+        let other = url.replace(NAME, OTHER);
+        let origin = pool.origin(&other).unwrap();
+        let exchange = pool.exchange(&origin).await.unwrap();
+        assert_eq!(exchange.source(), fastfallback_net::Source::Coalesced);
+        let request = http::Request::get("/strict").body(Bytes::new()).unwrap();
+        let response = exchange.send(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["x-conn"],
+            "2",
+            "on other.test's own connection"
+        );
+        assert_eq!(stats.connections(), 2);
+        let (_, again) = get(&pool, &other, "/strict").await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(again.headers()["x-conn"], "2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_the_server_rejected_unprocessed_over_http3_is_sent_again() {
+        // RFC 9114 §4.1.1: H3_REQUEST_REJECTED says the server did not process it.
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let (protocol, response) = get(&pool, &url, "/reject-once").await;
+        assert_eq!(protocol, Protocol::Http3);
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-conn"], "1", "on the same connection");
+        assert_eq!(stats.requests(), 1, "the rejected one was not processed");
+    }
 }

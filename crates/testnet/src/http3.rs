@@ -1,7 +1,8 @@
 //! An HTTP/3 server for tests (h3 over quinn): it answers every request of every connection
 //! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
-//! `/echo` answers with the request's body, `/too-early` with 425 Too Early the first time on
-//! each connection (RFC 8470 §5.2), anything else with `ok`. It accepts 0-RTT (with a
+//! `/echo` answers with the request's body, `/too-early` with 425 once per connection,
+//! `/reject-once` resets the stream with H3_REQUEST_REJECTED once per connection, `/strict`
+//! answers 421 to a host its ClientHello did not name, anything else gets `ok`. It accepts 0-RTT (with a
 //! configuration from [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
 
 use std::sync::Arc;
@@ -70,6 +71,12 @@ pub fn serve_counted(
                         Err(_) => return,
                     },
                 };
+                // The name the client asked for (RFC 9114 §3.3: a coalesced request names
+                // another host in `:authority`).
+                let sni = conn
+                    .handshake_data()
+                    .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+                    .and_then(|d| d.server_name);
                 let Ok(mut h3) = h3::server::builder()
                     .build::<_, Bytes>(h3_quinn::Connection::new(conn))
                     .await
@@ -77,40 +84,18 @@ pub fn serve_counted(
                     return;
                 };
                 let number = stats.connections.fetch_add(1, Ordering::SeqCst) + 1;
-                let too_early = Arc::new(AtomicBool::new(false));
+                let connection = Arc::new(PerConnection {
+                    number,
+                    sni,
+                    too_early: AtomicBool::new(false),
+                    rejected: AtomicBool::new(false),
+                });
                 while let Ok(Some(resolver)) = h3.accept().await {
                     let stats = Arc::clone(&stats);
-                    let too_early = Arc::clone(&too_early);
+                    let connection = Arc::clone(&connection);
                     tokio::spawn(async move {
-                        let Ok((request, mut stream)) = resolver.resolve_request().await else {
-                            return;
-                        };
-                        let mut body = BytesMut::new();
-                        while let Ok(Some(mut chunk)) = stream.recv_data().await {
-                            body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
-                        }
-                        stats.requests.fetch_add(1, Ordering::SeqCst);
-                        let answer = if request.uri().path() == "/echo" {
-                            body.freeze()
-                        } else {
-                            Bytes::from_static(b"ok")
-                        };
-                        let status = if request.uri().path() == "/too-early"
-                            && !too_early.swap(true, Ordering::SeqCst)
-                        {
-                            http::StatusCode::TOO_EARLY
-                        } else {
-                            http::StatusCode::OK
-                        };
-                        let head = Response::builder()
-                            .status(status)
-                            .header("x-conn", number.to_string())
-                            .body(())
-                            .unwrap_or_default();
-                        if stream.send_response(head).await.is_ok()
-                            && stream.send_data(answer).await.is_ok()
-                        {
-                            let _ = stream.finish().await;
+                        if let Ok((request, stream)) = resolver.resolve_request().await {
+                            answer(request, stream, &connection, &stats).await;
                         }
                     });
                 }
@@ -118,4 +103,63 @@ pub fn serve_counted(
         }
     });
     stats
+}
+
+/// What the server knows of one connection.
+struct PerConnection {
+    /// From 1, in the order connections were set up.
+    number: usize,
+    /// The server name of its ClientHello.
+    sni: Option<String>,
+    /// `/too-early` was answered 425 on it.
+    too_early: AtomicBool,
+    /// `/reject-once` was rejected on it.
+    rejected: AtomicBool,
+}
+
+type ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// Answers one request: `/echo` with its body; `/too-early` with 425 the first time on a
+/// connection (RFC 8470 §5.2); `/reject-once` by resetting the stream with
+/// H3_REQUEST_REJECTED the first time on a connection (RFC 9114 §4.1.1: not processed);
+/// `/strict` with 421 when `:authority` names another host than the ClientHello did (RFC
+/// 9110 §15.5.20); anything else with `ok`.
+async fn answer(
+    request: http::Request<()>,
+    mut stream: ServerStream,
+    connection: &PerConnection,
+    stats: &Http3Stats,
+) {
+    let path = request.uri().path();
+    if path == "/reject-once" && !connection.rejected.swap(true, Ordering::SeqCst) {
+        stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+        return;
+    }
+    let mut body = BytesMut::new();
+    while let Ok(Some(mut chunk)) = stream.recv_data().await {
+        body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
+    }
+    stats.requests.fetch_add(1, Ordering::SeqCst);
+    let misdirected =
+        path == "/strict" && request.uri().host().map(str::to_owned) != connection.sni;
+    let status = if path == "/too-early" && !connection.too_early.swap(true, Ordering::SeqCst) {
+        http::StatusCode::TOO_EARLY
+    } else if misdirected {
+        http::StatusCode::MISDIRECTED_REQUEST
+    } else {
+        http::StatusCode::OK
+    };
+    let answer = if path == "/echo" {
+        body.freeze()
+    } else {
+        Bytes::from_static(b"ok")
+    };
+    let head = Response::builder()
+        .status(status)
+        .header("x-conn", connection.number.to_string())
+        .body(())
+        .unwrap_or_default();
+    if stream.send_response(head).await.is_ok() && stream.send_data(answer).await.is_ok() {
+        let _ = stream.finish().await;
+    }
 }

@@ -434,9 +434,22 @@ impl Exchange {
         // Taken first: a response carries the connection (and its origin) away. Cloned only
         // when the connector races QUIC, the one use of what `Alt-Svc` says.
         let alt_svc = self.origin().filter(|o| o.reads_alt_svc()).cloned();
+        let misdirectable = match &self.carrier {
+            Carrier::Pooled(lease) if self.source == Source::Coalesced => {
+                Some((lease.id, lease.origin.clone()))
+            }
+            _ => None,
+        };
         let sent = self.send_inner(request).await;
         if let (Ok(response), Some(origin)) = (&sent, alt_svc) {
             origin.note_alt_svc(response.headers());
+        }
+        if let (Ok(response), Some((id, origin))) = (&sent, misdirectable)
+            && response.status() == StatusCode::MISDIRECTED_REQUEST
+        {
+            // RFC 9110 §15.5.20: this connection must not carry this host again (HTTP/2 and
+            // HTTP/3 alike; HTTP/1.1 connections are never coalesced).
+            origin.inner.shared.misdirected(id, &origin);
         }
         if let Err(e) = &sent {
             match &mut self.carrier {
@@ -560,13 +573,6 @@ impl Exchange {
                 return Err(Failed::sent(ExchangeError::TimedOut(limit)));
             }
         };
-        if response.status() == StatusCode::MISDIRECTED_REQUEST
-            && self.source == Source::Coalesced
-            && let Carrier::Pooled(lease) = &self.carrier
-        {
-            // RFC 9110 §15.5.20: this connection must not carry this host again.
-            lease.origin.inner.shared.misdirected(lease.id, &origin);
-        }
         let keep = self.keeper();
         Ok(response.map(|b| Body::http2(b, keep, upload)))
     }

@@ -107,6 +107,14 @@ impl Exchange {
     ) -> Result<Response<Body>, Failed> {
         let response = match within(limit, rx.recv_response()).await {
             Some(Ok(r)) => r,
+            // RFC 9114 §4.1.1: the server did not process it, so it may go again.
+            Some(Err(h3::error::StreamError::RemoteTerminate { code, .. }))
+                if code == h3::error::Code::H3_REQUEST_REJECTED =>
+            {
+                return Err(Failed::unsent(ExchangeError::Http3(
+                    "the server rejected the request unprocessed (H3_REQUEST_REJECTED)".into(),
+                )));
+            }
             Some(Err(e)) => {
                 self.spoil();
                 return Err(Failed::sent(h3_error(e)));

@@ -1,11 +1,11 @@
-//! Sending an HTTP/2 request once more, through the pool, when the server never processed it
-//! (RFC 9113 §8.7) or a coalesced connection turned out to be the wrong one (RFC 9110
-//! §15.5.20). Once only: the second answer, whatever it is, is the caller's.
+//! Sending an HTTP/2 or HTTP/3 request once more, through the pool, when the server never
+//! processed it (RFC 9113 §8.7, RFC 9114 §4.1.1) or a coalesced connection turned out to be
+//! the wrong one (RFC 9110 §15.5.20). Once only: the second answer, whatever it is, is the
+//! caller's.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fastfallback_proto::Protocol;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 
@@ -79,14 +79,14 @@ impl CallEnd {
 }
 
 impl Exchange {
-    /// A copy of `request` (with `body()`) to send again if need be: only for HTTP/2 on a
-    /// pooled connection, the only exchanges retried here.
+    /// A copy of `request` (with `body()`) to send again if need be: only for HTTP/2 and
+    /// HTTP/3 on a pooled connection, the only exchanges retried here.
     pub(super) fn replay_of<B>(
         &self,
         request: &Request<B>,
         body: impl FnOnce() -> Bytes,
     ) -> Option<Request<Bytes>> {
-        if self.protocol != Protocol::Http2 || !matches!(self.carrier, Carrier::Pooled(_)) {
+        if !self.protocol.is_multiplexed() || !matches!(self.carrier, Carrier::Pooled(_)) {
             return None;
         }
         let mut again = Request::new(body());
