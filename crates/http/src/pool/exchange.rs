@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use fastfallback_proto::{PooledId, Protocol};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 
@@ -307,13 +307,6 @@ impl Exchange {
         false
     }
 
-    /// This exchange's request already went out in 0-RTT, on request stream `rx`.
-    #[cfg(feature = "http3")]
-    pub(crate) fn sent_early(mut self, rx: RecvHalf) -> Self {
-        self.early = Some(Box::new(rx));
-        self
-    }
-
     /// An exchange on a connection that is never pooled.
     pub(crate) fn exclusive(
         conn: Conn,
@@ -434,22 +427,13 @@ impl Exchange {
         // Taken first: a response carries the connection (and its origin) away. Cloned only
         // when the connector races QUIC, the one use of what `Alt-Svc` says.
         let alt_svc = self.origin().filter(|o| o.reads_alt_svc()).cloned();
-        let misdirectable = match &self.carrier {
-            Carrier::Pooled(lease) if self.source == Source::Coalesced => {
-                Some((lease.id, lease.origin.clone()))
-            }
-            _ => None,
-        };
+        let coalesced = self.coalesced_on();
         let sent = self.send_inner(request).await;
         if let (Ok(response), Some(origin)) = (&sent, alt_svc) {
             origin.note_alt_svc(response.headers());
         }
-        if let (Ok(response), Some((id, origin))) = (&sent, misdirectable)
-            && response.status() == StatusCode::MISDIRECTED_REQUEST
-        {
-            // RFC 9110 §15.5.20: this connection must not carry this host again (HTTP/2 and
-            // HTTP/3 alike; HTTP/1.1 connections are never coalesced).
-            origin.inner.shared.misdirected(id, &origin);
+        if let (Ok(response), Some((id, origin))) = (&sent, coalesced) {
+            origin.misdirected_if(response.status(), id);
         }
         if let Err(e) = &sent {
             match &mut self.carrier {

@@ -42,6 +42,12 @@ pub(crate) fn h3_request(
 }
 
 impl Exchange {
+    /// This exchange's request already went out in 0-RTT, on request stream `rx`.
+    pub(crate) fn sent_early(mut self, rx: RecvHalf) -> Self {
+        self.early = Some(Box::new(rx));
+        self
+    }
+
     /// Sends `head` and `body` on a new request stream ([`h3_request`]), and waits `limit` at
     /// most for the response head. When this request already went out in 0-RTT with the
     /// race ([`Exchange::early`], set only by [`crate::Pool::send`] for this very request),

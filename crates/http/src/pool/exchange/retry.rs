@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use fastfallback_proto::PooledId;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 
@@ -66,6 +67,17 @@ impl Failed {
     }
 }
 
+impl Origin {
+    /// After an answer with `status` over coalesced connection `id`: a 421 means that
+    /// connection must not carry this host again (RFC 9110 §15.5.20; HTTP/2 and HTTP/3 alike,
+    /// HTTP/1.1 connections are never coalesced).
+    pub(super) fn misdirected_if(&self, status: StatusCode, id: PooledId) {
+        if status == StatusCode::MISDIRECTED_REQUEST {
+            self.inner.shared.misdirected(id, self);
+        }
+    }
+}
+
 impl CallEnd {
     /// The exchange is given up for another one of the same call: the listener hears its
     /// connection released (not the call's end) and is handed back for the next exchange.
@@ -79,6 +91,16 @@ impl CallEnd {
 }
 
 impl Exchange {
+    /// The pooled connection and origin of an exchange on a coalesced connection.
+    pub(super) fn coalesced_on(&self) -> Option<(PooledId, Origin)> {
+        match &self.carrier {
+            Carrier::Pooled(lease) if self.source == Source::Coalesced => {
+                Some((lease.id, lease.origin.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// A copy of `request` (with `body()`) to send again if need be: only for HTTP/2 and
     /// HTTP/3 on a pooled connection, the only exchanges retried here.
     pub(super) fn replay_of<B>(
