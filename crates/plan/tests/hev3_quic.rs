@@ -260,6 +260,23 @@ fn quic_that_loses_to_tcp_makes_the_next_race_lead_with_tcp_on_the_same_address(
 }
 
 #[test]
+fn a_race_that_ignores_history_still_leads_with_tcp_while_quic_is_broken() {
+    // `explore_one_in` (seed 6 is such a race) orders routes and families as a first contact
+    // would, but not QUIC: its broken period is its own way back, and exploring it would
+    // cost a UDP-blocked network one attempt delay.
+    let db = Arc::new(RouteDatabase::new(RouteMemory::default()));
+    let _ = t43_remembering(&db, 0).run();
+    let explorer = t43_remembering(&db, 1_000).seed(6).run();
+    assert!(explorer.history_ignored);
+    assert_eq!(
+        explorer.starts(),
+        at(&[(V6A, 1_010)]),
+        "{}",
+        explorer.timeline()
+    );
+}
+
+#[test]
 fn a_broken_quic_still_follows_tcp_so_a_dead_tcp_path_is_not_fatal() {
     // QUIC is remembered broken, but this time TCP to v6a is blackholed and QUIC works: the
     // race tries QUIC one attempt delay after TCP (100 ms: the first race measured the

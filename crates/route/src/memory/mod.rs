@@ -344,12 +344,16 @@ impl MemoryView {
         Duration::from_nanos(self.ttl_nanos)
     }
 
-    /// Forgets what this view knows but keeps learning: a race that ignores history
-    /// ([`RouteMemory::explore_one_in`]).
+    /// Forgets what this view knows of routes and families but keeps learning: a race that
+    /// ignores history ([`RouteMemory::explore_one_in`]).
+    ///
+    /// A broken-QUIC record is kept: its own backoff already brings QUIC back when the period
+    /// ends (as Chromium's broken alternative services do), and exploring it would cost one
+    /// race in `explore_one_in` a whole attempt delay on a network that blocks UDP (the
+    /// quic-net bench's "QUIC known broken" row showed one such 313 ms round).
     pub fn forget(&mut self) {
         self.routes.clear();
         self.families = [FamilyRecord::default(); 2];
-        self.quic_broken_until = None;
     }
 
     /// Applies one lesson locally, as the store will when the driver hands it over.

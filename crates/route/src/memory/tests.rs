@@ -336,6 +336,17 @@ fn a_broken_quic_marks_neither_the_route_nor_its_family() {
 }
 
 #[test]
+fn a_view_that_forgets_history_keeps_the_broken_quic_record() {
+    let db = db_with(RouteMemory::default(), &[quic(0, LessonKind::QuicBroken)]);
+    let mut view = db.view(HOME, &origin(), at(1));
+    view.forget();
+    assert!(
+        view.is_quic_broken(at(1)),
+        "QUIC's own backoff decides when it is tried again"
+    );
+}
+
+#[test]
 fn quic_broken_for_one_origin_leads_a_new_origin_with_tcp_until_quic_works_anywhere() {
     let db = db_with(RouteMemory::default(), &[quic(0, LessonKind::QuicBroken)]);
     let other = Address::parse("https://other.example").unwrap();
