@@ -61,6 +61,14 @@ impl Who {
         Self::QuicZeroRtt,
     ];
 
+    /// Where this contender's rows are.
+    fn index(self) -> usize {
+        Self::ALL
+            .iter()
+            .position(|w| *w == self)
+            .unwrap_or_default()
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Hyper => "hyper-util legacy Client (hyper-rustls), TCP",
@@ -271,8 +279,8 @@ pub(super) fn rows(rounds: usize) -> Vec<Row> {
             Who::QuicFirstContact => Some(tcp + delay + 3.0),
             Who::QuicKnownBroken => Some(tcp + 3.0),
             Who::QuicWorks => Some(dns[i] + 2.0 * 20.0 + 3.0),
-            // The DNS time of the row above (the same name from a new resolver).
-            Who::QuicZeroRtt => Some(dns[i - 1] + 20.0 + 3.0),
+            // The HTTP/3 row's DNS time (the same name from a new resolver).
+            Who::QuicZeroRtt => Some(dns[Who::QuicWorks.index()] + 20.0 + 3.0),
             _ => None,
         };
         let verdict = target.map_or(String::new(), |t| {

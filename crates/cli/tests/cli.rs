@@ -811,10 +811,7 @@ impl QuicOrigin {
                 ..HttpOptions::default()
             };
             serve(listener, options);
-            let crypto =
-                quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()]))
-                    .unwrap();
-            let config = quinn::ServerConfig::with_crypto(std::sync::Arc::new(crypto));
+            let config = tls.quic_server(&[b"h3".to_vec()], false).unwrap();
             let at = SocketAddr::from(([127, 0, 0, 1], port));
             let endpoint = quinn::Endpoint::server(config, at).unwrap();
             fastfallback_testnet::http3::serve(endpoint.clone());

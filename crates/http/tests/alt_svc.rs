@@ -15,16 +15,24 @@ use fastfallback_testnet::TlsMaterial;
 async fn setup(quic: bool) -> (Pool, String) {
     let tls = TlsMaterial::new(&["origin.test".to_owned()], &[]).unwrap();
     let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
+    (
+        Pool::new(connector(&tls, quic)),
+        format!("https://origin.test:{port}"),
+    )
+}
+
+/// A connector that trusts `tls`'s CA, resolves `origin.test` to 127.0.0.1 (no HTTPS
+/// record), and races QUIC when `quic`.
+fn connector(tls: &TlsMaterial, quic: bool) -> Connector {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     let localhost: IpAddr = "127.0.0.1".parse().unwrap();
-    let connector = Connector::builder()
+    Connector::builder()
         .resolver(StaticResolver::new().with("origin.test", [localhost]))
         .root_certificates(roots)
         .policy(FallbackPolicy::builder().quic(quic).build().unwrap())
         .build()
-        .unwrap();
-    (Pool::new(connector), format!("https://origin.test:{port}"))
+        .unwrap()
 }
 
 async fn get(pool: &Pool, url: &str, path: &str) {
@@ -72,18 +80,10 @@ async fn an_h3_alternative_named_by_the_first_response_carries_the_next_connecti
     let tls = TlsMaterial::new(&["origin.test".to_owned()], &[]).unwrap();
     let (port, tcp) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
     let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let config = tls.quic_server(&[b"h3".to_vec()]).unwrap();
+    let config = tls.quic_server(&[b"h3".to_vec()], false).unwrap();
     let quic = quinn::Endpoint::server(config, at).unwrap();
     let h3 = fastfallback_testnet::http3::serve(quic.clone());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
-    let connector = Connector::builder()
-        .resolver(StaticResolver::new().with("origin.test", [localhost]))
-        .root_certificates(roots)
-        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
-        .build()
-        .unwrap();
+    let connector = connector(&tls, true);
     let url = format!("https://origin.test:{port}");
 
     // No HTTPS record: the first connection is TCP, whose answer names the alternative.

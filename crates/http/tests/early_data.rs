@@ -13,6 +13,7 @@ use fastfallback_net::{Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
 use fastfallback_testkit::loopback::{LOCALHOST, https_server};
 use fastfallback_testkit::resolver::FakeDns;
+use fastfallback_testkit::tickets::Tickets;
 use fastfallback_testkit::udp::SilentUdp;
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::HttpStats;
@@ -45,12 +46,8 @@ async fn origin(tls: &TlsMaterial, udp: Udp) -> Origin {
     let at = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let h3_alpn = [b"h3".to_vec()];
     let config = match udp {
-        Udp::Early => Some(tls.quic_server(&h3_alpn).unwrap()),
-        Udp::NoEarly => {
-            let tls = tls.with_alpn(&h3_alpn);
-            let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-            Some(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
-        }
+        Udp::Early => Some(tls.quic_server(&h3_alpn, true).unwrap()),
+        Udp::NoEarly => Some(tls.quic_server(&h3_alpn, false).unwrap()),
         Udp::Silent => None,
     };
     let (h3, silent, quic) = match config {
@@ -70,8 +67,9 @@ async fn origin(tls: &TlsMaterial, udp: Udp) -> Origin {
     }
 }
 
-/// A connector racing QUIC: `early.test` is 127.0.0.1 with `1 . alpn=h3,h2`.
-fn connector(tls: &TlsMaterial) -> Connector {
+/// A connector racing QUIC: `early.test` is 127.0.0.1 with `1 . alpn=h3,h2`. Its TLS
+/// sessions go to a store that says when a ticket arrives.
+fn connector(tls: &TlsMaterial) -> (Connector, Arc<Tickets>) {
     let record = HttpsRecord {
         priority: 1,
         target: ".".into(),
@@ -84,12 +82,14 @@ fn connector(tls: &TlsMaterial) -> Connector {
         .answer(NAME, QueryKind::Https, DnsAnswer::Https(vec![record]));
     let mut roots = rustls::RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
-    Connector::builder()
-        .root_certificates(roots)
+    let tickets = Tickets::new();
+    let connector = Connector::builder()
+        .tls_config(tickets.client_config(roots))
         .resolver(dns)
         .policy(FallbackPolicy::builder().quic(true).build().unwrap())
         .build()
-        .unwrap()
+        .unwrap();
+    (connector, tickets)
 }
 
 /// A new pool on `connector` (whose clones share its TLS session cache), with 0-RTT on.
@@ -144,9 +144,8 @@ fn get(url: &str) -> http::Request<Bytes> {
 }
 
 /// Gives `connector` a ticket for the name that allows early data: two GETs over HTTP/3 to
-/// a server that accepts 0-RTT (the server's NewSessionTicket precedes the second answer).
-/// Returns that origin.
-async fn ticketed(tls: &TlsMaterial, connector: &Connector) -> Origin {
+/// a server that accepts 0-RTT, and the wait for its ticket. Returns that origin.
+async fn ticketed(tls: &TlsMaterial, connector: &Connector, tickets: &Tickets) -> Origin {
     let first = origin(tls, Udp::Early).await;
     let pool = early_pool(connector);
     for _ in 0..2 {
@@ -154,14 +153,17 @@ async fn ticketed(tls: &TlsMaterial, connector: &Connector) -> Origin {
         assert_eq!(answer.version, http::Version::HTTP_3);
         assert!(!answer.early, "no ticket yet, then a pooled connection");
     }
+    tokio::time::timeout(std::time::Duration::from_secs(10), tickets.received(1))
+        .await
+        .expect("a ticket");
     first
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_rides_0rtt_on_a_resumed_quic_connection_which_then_serves_the_next_calls() {
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
-    let connector = connector(&tls);
-    let origin = ticketed(&tls, &connector).await;
+    let (connector, tickets) = connector(&tls);
+    let origin = ticketed(&tls, &connector, &tickets).await;
 
     // A new pool: a new connection, which resumes the session and sends the GET early.
     let pool = early_pool(&connector);
@@ -182,8 +184,8 @@ async fn a_get_rides_0rtt_on_a_resumed_quic_connection_which_then_serves_the_nex
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_goes_early_without_the_option_nor_for_a_request_that_is_not_idempotent() {
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
-    let connector = connector(&tls);
-    let origin = ticketed(&tls, &connector).await;
+    let (connector, tickets) = connector(&tls);
+    let origin = ticketed(&tls, &connector, &tickets).await;
 
     let plain = Pool::new(connector.clone());
     let answer = send(&plain, get(&origin.url)).await;
@@ -206,8 +208,8 @@ async fn a_get_sent_early_into_silent_udp_is_sent_again_over_tcp_which_wins() {
     // 0-RTT proves nothing about the path: the QUIC attempt sends the GET into UDP that
     // never answers, TCP starts one attempt delay later and wins, and the GET goes there.
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
-    let connector = connector(&tls);
-    let _ticket = ticketed(&tls, &connector).await;
+    let (connector, tickets) = connector(&tls);
+    let _ticket = ticketed(&tls, &connector, &tickets).await;
     let silent = origin(&tls, Udp::Silent).await;
 
     let answer = send(&early_pool(&connector), get(&silent.url)).await;
@@ -228,8 +230,8 @@ async fn a_server_that_rejects_0rtt_gets_the_get_once_after_the_handshake() {
     // 0-RTT with the GET, the server rejects it and completes a full handshake, and the GET
     // goes again on the new connection (the server sees it once).
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
-    let connector = connector(&tls);
-    let _ticket = ticketed(&tls, &connector).await;
+    let (connector, tickets) = connector(&tls);
+    let _ticket = ticketed(&tls, &connector, &tickets).await;
     let rejecting = origin(&tls, Udp::NoEarly).await;
 
     let pool = early_pool(&connector);
@@ -250,8 +252,8 @@ async fn a_425_to_a_get_sent_early_sends_it_again_once_the_handshake_is_done() {
     // RFC 8470 §5.2: `/too-early` answers 425 to the first request on each connection, here
     // the GET that rode 0-RTT. The pool sends it again, on the same (now pooled) connection.
     let tls = TlsMaterial::new(&[NAME.to_owned()], &[]).unwrap();
-    let connector = connector(&tls);
-    let origin = ticketed(&tls, &connector).await;
+    let (connector, tickets) = connector(&tls);
+    let origin = ticketed(&tls, &connector, &tickets).await;
     let url = format!("{}too-early", origin.url);
 
     let answer = send(&early_pool(&connector), get(&url)).await;

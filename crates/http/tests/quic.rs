@@ -38,10 +38,7 @@ async fn h3_origin() -> (
 ) {
     let tls = TlsMaterial::new(&[NAME.to_owned(), OTHER.to_owned()], &[]).unwrap();
     let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
-    let crypto =
-        quinn::crypto::rustls::QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()]))
-            .unwrap();
-    let config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let config = tls.quic_server(&[b"h3".to_vec()], false).unwrap();
     let at = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let quic = quinn::Endpoint::server(config, at).unwrap();
     let stats = fastfallback_testnet::http3::serve(quic.clone());

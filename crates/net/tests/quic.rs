@@ -14,9 +14,9 @@ use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
 use fastfallback_route::Address;
 use fastfallback_testkit::loopback::{LOCALHOST, https_server};
 use fastfallback_testkit::resolver::FakeDns;
+use fastfallback_testkit::tickets::Tickets;
 use fastfallback_testkit::udp::SilentUdp;
 use fastfallback_testnet::TlsMaterial;
-use quinn::crypto::rustls::QuicServerConfig;
 use tokio::sync::mpsc;
 
 const NAME: &str = "quic.test";
@@ -48,16 +48,29 @@ fn connector(tls: &TlsMaterial) -> Connector {
         .expect("a QUIC connector")
 }
 
+/// [`connector`] whose TLS sessions go to a store that says when a ticket arrives.
+fn ticketing_connector(tls: &TlsMaterial) -> (Connector, Arc<Tickets>) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let tickets = Tickets::new();
+    let connector = Connector::builder()
+        .tls_config(tickets.client_config(roots))
+        .resolver(dns())
+        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
+        .build()
+        .expect("a QUIC connector");
+    (connector, tickets)
+}
+
 /// A QUIC server for the name on 127.0.0.1:`port` (UDP), speaking `h3`, that accepts 0-RTT
 /// and answers in 0.5-RTT: it echoes every bidirectional stream.
 fn quic_server(tls: &TlsMaterial, port: u16) -> quinn::Endpoint {
-    quic_server_with(tls.quic_server(&[b"h3".to_vec()]).unwrap(), port)
+    quic_server_with(tls.quic_server(&[b"h3".to_vec()], true).unwrap(), port)
 }
 
 /// [`quic_server`] whose tickets allow no early data, so it rejects 0-RTT.
 fn quic_server_without_early_data(tls: &TlsMaterial, port: u16) -> quinn::Endpoint {
-    let crypto = QuicServerConfig::try_from(tls.with_alpn(&[b"h3".to_vec()])).unwrap();
-    quic_server_with(quinn::ServerConfig::with_crypto(Arc::new(crypto)), port)
+    quic_server_with(tls.quic_server(&[b"h3".to_vec()], false).unwrap(), port)
 }
 
 fn quic_server_with(config: quinn::ServerConfig, port: u16) -> quinn::Endpoint {
@@ -138,9 +151,10 @@ async fn a_quic_handshake_wins_and_its_connection_carries_a_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_megabyte_comes_back_whole_over_a_quic_winner_read_one_datagram_at_a_time() {
-    // The attempt's socket has UDP GRO off and the endpoint reads one datagram per slot: a
-    // stream of many datagrams each way must still arrive whole and in order.
+async fn a_megabyte_comes_back_whole_over_a_quic_winner() {
+    // The attempt's socket has UDP GRO off and the endpoint reads one datagram per slot
+    // (`an_attempt_socket_has_gro_off_after_quinn_turned_it_on` checks the option): a stream
+    // of many datagrams each way must still arrive whole and in order.
     let (tls, port) = tcp_origin().await;
     let _server = quic_server(&tls, port);
     let conn = connect(&connector(&tls), port).await;
@@ -256,16 +270,20 @@ async fn echo(connection: &quinn::Connection, bytes: &[u8]) -> Vec<u8> {
     recv.read_to_end(1024).await.unwrap()
 }
 
-/// A connector that has a ticket for the name: its first connect, to a QUIC server on a port
-/// of its own that accepts 0-RTT, finished a full handshake and a round trip after it (the
-/// server's NewSessionTicket precedes the echo). Returns the server, kept running.
-async fn ticketed(tls: &TlsMaterial, connector: &Connector) -> quinn::Endpoint {
+/// A connector (from [`ticketing_connector`]) that has a ticket for the name: its first
+/// connect, to a QUIC server on a port of its own that accepts 0-RTT, finished a full
+/// handshake and a round trip, and the server's ticket has arrived. Returns the server, kept
+/// running.
+async fn ticketed(tls: &TlsMaterial, connector: &Connector, tickets: &Tickets) -> quinn::Endpoint {
     let (port, _) = https_server(tls.with_alpn(&[b"h2".to_vec()])).await;
     let server = quic_server(tls, port);
     let first = connect(connector, port).await;
     let quic = first.stream().quic().expect("a QUIC winner");
     assert_eq!(quic.early_data(), None, "no ticket on first contact");
     assert_eq!(echo(quic.connection(), b"hello").await, b"hello");
+    tokio::time::timeout(Duration::from_secs(10), tickets.received(1))
+        .await
+        .expect("a ticket");
     server
 }
 
@@ -289,7 +307,10 @@ async fn race_writing_early(connector: &Connector, port: u16, early: &[u8]) -> E
     let mut written = None;
     let end = loop {
         tokio::select! {
-            end = &mut race => break end.unwrap(),
+            // The hand-over comes before the race can end (the attempt hands its connection
+            // over, then waits for its handshake): heard first, so it is never missed when
+            // both are ready.
+            biased;
             Some(quic) = heard.recv(), if written.is_none() => {
                 let (mut send, recv) = quic.connection.open_bi().await.unwrap();
                 // Fails if the server rejected 0-RTT in the meantime (what was early is lost).
@@ -298,6 +319,7 @@ async fn race_writing_early(connector: &Connector, port: u16, early: &[u8]) -> E
                 }
                 written = Some((quic, recv));
             }
+            end = &mut race => break end.unwrap(),
         }
     };
     let end = end.result.map(|raced| match raced {
@@ -313,8 +335,8 @@ async fn race_writing_early(connector: &Connector, port: u16, early: &[u8]) -> E
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_quic_attempt_hands_its_connection_over_in_0rtt_and_wins_on_its_handshake() {
     let (tls, port) = tcp_origin().await;
-    let connector = connector(&tls);
-    let _first = ticketed(&tls, &connector).await;
+    let (connector, tickets) = ticketing_connector(&tls);
+    let _first = ticketed(&tls, &connector, &tickets).await;
     let _server = quic_server(&tls, port);
 
     // The attempt's connection came before its handshake was done and carried a stream
@@ -339,8 +361,8 @@ async fn a_0rtt_attempt_into_silent_udp_never_wins_and_tcp_does_after_the_attemp
     // attempt sends its 0-RTT packets into nothing. 0-RTT proves nothing about the path, so
     // TCP starts one attempt delay later and wins.
     let (tls, port) = tcp_origin().await;
-    let connector = connector(&tls);
-    let _first = ticketed(&tls, &connector).await;
+    let (connector, tickets) = ticketing_connector(&tls);
+    let _first = ticketed(&tls, &connector, &tickets).await;
     let silent = SilentUdp::bind(port).await.unwrap();
 
     let race = race_writing_early(&connector, port, b"into the void").await;
@@ -363,8 +385,8 @@ async fn a_server_that_rejects_0rtt_still_completes_the_handshake_and_the_winner
     // data: the attempt offers 0-RTT, the handshake completes in full, and the early data
     // is rejected.
     let (tls, port) = tcp_origin().await;
-    let connector = connector(&tls);
-    let _first = ticketed(&tls, &connector).await;
+    let (connector, tickets) = ticketing_connector(&tls);
+    let _first = ticketed(&tls, &connector, &tickets).await;
     let _server = quic_server_without_early_data(&tls, port);
 
     let race = race_writing_early(&connector, port, b"lost").await;
@@ -380,8 +402,8 @@ async fn a_server_that_rejects_0rtt_still_completes_the_handshake_and_the_winner
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_race_without_an_early_sink_sends_no_0rtt_even_with_a_ticket() {
     let (tls, port) = tcp_origin().await;
-    let connector = connector(&tls);
-    let _first = ticketed(&tls, &connector).await;
+    let (connector, tickets) = ticketing_connector(&tls);
+    let _first = ticketed(&tls, &connector, &tickets).await;
     let silent = SilentUdp::bind(port).await.unwrap();
     let conn = connect(&connector, port).await;
     assert_eq!(conn.alpn(), Some(&Alpn::H2), "{}", conn.report());

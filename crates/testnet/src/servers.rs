@@ -301,7 +301,10 @@ async fn run_commands(mut commands: UnboundedReceiver<Command>, config: &ServerC
 /// [`ServerKind::Quic`]: a quinn endpoint on `addr` (UDP) serving HTTP/3, counting
 /// handshakes. It runs until the server thread's runtime drops.
 fn serve_quic(addr: SocketAddr, alpn: &[Vec<u8>], config: &ServerConfig) -> io::Result<()> {
-    let server = config.tls.quic_server(alpn).map_err(io::Error::other)?;
+    let server = config
+        .tls
+        .quic_server(alpn, true)
+        .map_err(io::Error::other)?;
     let endpoint = quinn::Endpoint::server(server, addr)?;
     lock(&config.accepted).insert(addr, 0);
     let counter = Arc::clone(&config.accepted);

@@ -148,13 +148,18 @@ impl TlsMaterial {
         Arc::new(config)
     }
 
-    /// A quinn server configuration presenting the leaf with ALPN `h3`, which accepts
-    /// 0-RTT: resumption tickets allow early data (`max_early_data_size` is `u32::MAX`, the
-    /// only value QUIC allows besides 0, RFC 9001 §4.6.1).
-    pub fn quic_server(&self, alpn: &[Vec<u8>]) -> Result<quinn::ServerConfig, String> {
+    /// A quinn server configuration presenting the leaf with ALPN ids `alpn`. With
+    /// `early_data` it accepts 0-RTT: resumption tickets allow early data
+    /// (`max_early_data_size` is `u32::MAX`, the only value QUIC allows besides 0, RFC 9001
+    /// §4.6.1); without, it rejects it.
+    pub fn quic_server(
+        &self,
+        alpn: &[Vec<u8>],
+        early_data: bool,
+    ) -> Result<quinn::ServerConfig, String> {
         let mut config = ServerConfig::clone(&self.server_config);
         config.alpn_protocols = alpn.to_vec();
-        config.max_early_data_size = u32::MAX;
+        config.max_early_data_size = if early_data { u32::MAX } else { 0 };
         let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(config))
             .map_err(|e| e.to_string())?;
         Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))

@@ -45,7 +45,7 @@ impl EarlyRequest {
         if !request.method().is_idempotent() {
             return None;
         }
-        let (head, body) = super::copy_request(request).into_parts();
+        let (head, body) = super::copy_request(request, request.body().clone()).into_parts();
         Some(Self { head, body })
     }
 }

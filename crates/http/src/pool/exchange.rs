@@ -299,14 +299,6 @@ impl Exchange {
         })
     }
 
-    /// Whether this exchange's request already went out in 0-RTT with the race.
-    pub(crate) fn went_early(&self) -> bool {
-        #[cfg(feature = "http3")]
-        return self.early.is_some();
-        #[cfg(not(feature = "http3"))]
-        false
-    }
-
     /// An exchange on a connection that is never pooled.
     pub(crate) fn exclusive(
         conn: Conn,
@@ -390,7 +382,9 @@ impl Exchange {
     /// limit), one a GOAWAY cut off (graceful, or for an idempotent request), one that could
     /// not be sent because the connection went away. So is a request that a coalesced
     /// connection answered with 421 Misdirected Request (RFC 9110 §15.5.20), on the host's own
-    /// connection; that connection is not used for the host again.
+    /// connection; that connection is not used for the host again. HTTP/3 does the same, with
+    /// H3_REQUEST_REJECTED for REFUSED_STREAM (RFC 9114 §4.1.1), and a request sent in 0-RTT
+    /// that was answered 425 Too Early goes once more (RFC 8470 §5.2).
     pub async fn send(self, request: Request<Bytes>) -> Result<Response<Body>, ExchangeError> {
         let again = self.replay_of(&request, || request.body().clone());
         self.send_with(request.map(Full::new), again).await

@@ -388,21 +388,11 @@ impl Pool {
         };
         #[cfg(not(feature = "http3"))]
         let exchange = self.exchange(&origin).await?;
-        let again = (request.method().is_idempotent()
-            && (exchange.is_reused() || exchange.went_early()))
-        .then(|| copy_request(&request));
-        match (exchange.send(request).await, again) {
+        let replay = (exchange.is_reused() && request.method().is_idempotent())
+            .then(|| copy_request(&request, request.body().clone()));
+        match (exchange.send(request).await, replay) {
             (Err(ExchangeError::Http1(e)), Some(again)) => {
                 tracing::debug!(error = %e, "a reused HTTP/1.1 connection failed; sending again");
-                self.exchange(&origin).await?.send(again).await
-            }
-            // RFC 8470 §5.2: the server will not act on it before the handshake is done,
-            // which it now is; a request sent early is idempotent, so it goes once more.
-            (Ok(response), Some(again))
-                if response.status() == http::StatusCode::TOO_EARLY
-                    && response.extensions().get::<SentEarly>().is_some() =>
-            {
-                tracing::debug!("425 Too Early to a request sent in 0-RTT; sending again");
                 self.exchange(&origin).await?.send(again).await
             }
             (result, _) => result,
@@ -460,9 +450,9 @@ impl Pool {
     }
 }
 
-/// A copy of `request`, to send it again.
-fn copy_request(request: &http::Request<bytes::Bytes>) -> http::Request<bytes::Bytes> {
-    let mut again = http::Request::new(request.body().clone());
+/// A copy of `request`'s head with `body`, to send it again.
+fn copy_request<B>(request: &http::Request<B>, body: bytes::Bytes) -> http::Request<bytes::Bytes> {
+    let mut again = http::Request::new(body);
     *again.method_mut() = request.method().clone();
     *again.uri_mut() = request.uri().clone();
     *again.version_mut() = request.version();

@@ -80,7 +80,11 @@ impl Shared {
                 (Some(tx), rx)
             }
         };
-        let link = RaceLink {
+        #[cfg_attr(
+            not(feature = "http3"),
+            expect(unused_mut, reason = "set for 0-RTT only")
+        )]
+        let mut link = RaceLink {
             waiting: reg.waiting,
             listeners: call.listeners(self),
             offers: rx,
@@ -94,32 +98,25 @@ impl Shared {
             early: None,
         };
         #[cfg(feature = "http3")]
-        let (end, early) = match &call.early {
-            Some(request) => {
-                let (sink, heard) = mpsc::unbounded_channel();
-                let link = RaceLink {
-                    early: Some(sink),
-                    ..link
-                };
-                let race = self
-                    .connector
-                    .race_linked(origin.inner.address.clone(), link);
+        let heard = call.early.as_ref().map(|_| {
+            let (sink, heard) = mpsc::unbounded_channel();
+            link.early = Some(sink);
+            heard
+        });
+        let race = self
+            .connector
+            .race_linked(origin.inner.address.clone(), link);
+        #[cfg(feature = "http3")]
+        let (end, early) = match (heard, &call.early) {
+            (Some(heard), Some(request)) => {
                 let (end, early) = super::early::ride(race, heard, request, origin).await;
                 let early = early.and_then(|e| e.kept(&end));
                 (end, early)
             }
-            None => {
-                let race = self
-                    .connector
-                    .race_linked(origin.inner.address.clone(), link);
-                (race.await, None)
-            }
+            _ => (race.await, None),
         };
         #[cfg(not(feature = "http3"))]
-        let end = self
-            .connector
-            .race_linked(origin.inner.address.clone(), link)
-            .await;
+        let end = race.await;
         drop(tx);
         match end.result {
             Err(e) => {

@@ -1,6 +1,7 @@
 //! Sending an HTTP/2 or HTTP/3 request once more, through the pool, when the server never
 //! processed it (RFC 9113 §8.7, RFC 9114 §4.1.1) or a coalesced connection turned out to be
-//! the wrong one (RFC 9110 §15.5.20). Once only: the second answer, whatever it is, is the
+//! the wrong one (RFC 9110 §15.5.20), or a request sent in 0-RTT was answered 425 Too Early
+//! (RFC 8470 §5.2). Once only: the second answer, whatever it is, is the
 //! caller's.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 
 use super::{BoxError, CallEnd, Carrier, Exchange, Keeper};
-use crate::pool::{Body, Call, ExchangeError, Origin};
+use crate::pool::{Body, Call, ExchangeError, Origin, SentEarly, copy_request};
 use fastfallback_net::{CallEvent, EventListener, Source};
 
 /// A send that failed, and whether the request is known not to have reached the server's
@@ -101,6 +102,17 @@ impl Exchange {
         }
     }
 
+    /// Whether `response` asks for the request on another exchange: 421 Misdirected Request
+    /// on a coalesced connection (RFC 9110 §15.5.20), or 425 Too Early to a request sent in
+    /// 0-RTT (RFC 8470 §5.2: the server wants it after the handshake, which is now done).
+    fn answer_asks_again(&self, response: &Response<Body>) -> bool {
+        match response.status() {
+            StatusCode::MISDIRECTED_REQUEST => self.source == Source::Coalesced,
+            StatusCode::TOO_EARLY => response.extensions().get::<SentEarly>().is_some(),
+            _ => false,
+        }
+    }
+
     /// A copy of `request` (with `body()`) to send again if need be: only for HTTP/2 and
     /// HTTP/3 on a pooled connection, the only exchanges retried here.
     pub(super) fn replay_of<B>(
@@ -111,12 +123,7 @@ impl Exchange {
         if !self.protocol.is_multiplexed() || !matches!(self.carrier, Carrier::Pooled(_)) {
             return None;
         }
-        let mut again = Request::new(body());
-        *again.method_mut() = request.method().clone();
-        *again.uri_mut() = request.uri().clone();
-        *again.version_mut() = request.version();
-        *again.headers_mut() = request.headers().clone();
-        Some(again)
+        Some(copy_request(request, body()))
     }
 
     /// Sends `request`; with `again`, sends that once more on another exchange of the pool
@@ -150,18 +157,16 @@ impl Exchange {
                 drop(self);
                 (origin, listener, failed.error.to_string())
             }
-            Ok(mut response)
-                if response.status() == StatusCode::MISDIRECTED_REQUEST
-                    && self.source == Source::Coalesced =>
-            {
+            Ok(mut response) if self.answer_asks_again(&response) => {
                 let Keeper::Lease(lease) = &mut response.body_mut().keep else {
                     return Ok(response);
                 };
                 let origin = lease.origin.clone();
                 let listener = lease.call.hand_over();
+                let why = response.status().to_string();
                 // Dropping the body resets the stream and frees it.
                 drop(response);
-                (origin, listener, "421 Misdirected Request".to_owned())
+                (origin, listener, why)
             }
             other => return other.map_err(|f| f.error),
         };
