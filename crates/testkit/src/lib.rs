@@ -3,7 +3,8 @@
 //! Scaffolding that the integration tests of `fastfallback-net` and `fastfallback-http` share,
 //! so that each helper exists once: [`wire`] for tests on a real test network, [`loopback`]
 //! for servers, listeners and closed ports on 127.0.0.1, [`resolver`] for a fake resolver
-//! with canned answers, [`udp`] for a UDP port that never answers, [`tickets`] for a TLS
+//! with canned answers, [`udp`] for a UDP port that never answers and a UDP relay that
+//! counts the 0-RTT packets it passes on, [`tickets`] for a TLS
 //! session store that says when a ticket arrives, [`Millis`] for reading report durations.
 
 pub mod loopback;

@@ -1,20 +1,39 @@
-//! A UDP port that hears QUIC and never answers ([`SilentUdp`]): on loopback, where nothing
-//! drops packets, it stands for a path that blackholes UDP. It reads the long-header packets
-//! of each datagram (RFC 9000 §17.2), so a test can tell that a client sent 0-RTT data there.
+//! UDP stand-ins for a QUIC path, on loopback: a port that hears QUIC and never answers
+//! ([`SilentUdp`]: where nothing drops packets, it stands for a path that blackholes UDP), and
+//! a relay in front of a real server ([`UdpRelay`]). Both read the long-header packets of each
+//! datagram a client sends (RFC 9000 §17.2), so a test can tell that a client sent 0-RTT data.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
+
+/// What a client sent: datagrams, and the 0-RTT packets among them.
+#[derive(Debug, Default)]
+struct Heard {
+    datagrams: AtomicUsize,
+    zero_rtt: AtomicUsize,
+}
+
+impl Heard {
+    fn hear(&self, datagram: &[u8]) {
+        self.datagrams.fetch_add(1, Ordering::SeqCst);
+        let early = long_header_types(datagram)
+            .iter()
+            .filter(|&&t| t == ZERO_RTT)
+            .count();
+        self.zero_rtt.fetch_add(early, Ordering::SeqCst);
+    }
+}
 
 /// A UDP socket on 127.0.0.1 that reads every datagram and answers none. Dropping it closes
 /// the socket.
 #[derive(Debug)]
 pub struct SilentUdp {
-    datagrams: Arc<AtomicUsize>,
-    zero_rtt: Arc<AtomicUsize>,
+    heard: Arc<Heard>,
     task: JoinHandle<()>,
 }
 
@@ -22,41 +41,125 @@ impl SilentUdp {
     /// Binds 127.0.0.1:`port` (UDP) and starts reading, on the current runtime.
     pub async fn bind(port: u16) -> std::io::Result<Self> {
         let socket = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
-        let datagrams = Arc::new(AtomicUsize::new(0));
-        let zero_rtt = Arc::new(AtomicUsize::new(0));
-        let (d, z) = (Arc::clone(&datagrams), Arc::clone(&zero_rtt));
+        let heard = Arc::new(Heard::default());
+        let h = Arc::clone(&heard);
         let task = tokio::spawn(async move {
             let mut buf = vec![0u8; 65_536];
             while let Ok((n, _)) = socket.recv_from(&mut buf).await {
-                d.fetch_add(1, Ordering::SeqCst);
-                let early = long_header_types(&buf[..n])
-                    .iter()
-                    .filter(|&&t| t == ZERO_RTT)
-                    .count();
-                z.fetch_add(early, Ordering::SeqCst);
+                h.hear(&buf[..n]);
             }
         });
-        Ok(Self {
-            datagrams,
-            zero_rtt,
-            task,
-        })
+        Ok(Self { heard, task })
     }
 
     /// Datagrams received.
     pub fn datagrams(&self) -> usize {
-        self.datagrams.load(Ordering::SeqCst)
+        self.heard.datagrams.load(Ordering::SeqCst)
     }
 
     /// QUIC 0-RTT packets received (long-header type 1 in QUIC version 1).
     pub fn zero_rtt_packets(&self) -> usize {
-        self.zero_rtt.load(Ordering::SeqCst)
+        self.heard.zero_rtt.load(Ordering::SeqCst)
     }
 }
 
 impl Drop for SilentUdp {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// A UDP relay on 127.0.0.1 in front of a server, as a NAT would be: each client gets a
+/// socket of its own towards the server, and the server's answers go back to that client,
+/// each after a delay. The delay gives the path a round trip, as a real one has: on bare
+/// loopback a handshake can end before a client has written what it meant to send in 0-RTT.
+/// Dropping it closes all its sockets.
+#[derive(Debug)]
+pub struct UdpRelay {
+    heard: Arc<Heard>,
+    task: JoinHandle<()>,
+}
+
+impl UdpRelay {
+    /// Binds 127.0.0.1:`port` (UDP) for clients, relaying to `server` and delaying its answers
+    /// by `delay`, on the current runtime.
+    pub async fn bind(port: u16, server: SocketAddr, delay: Duration) -> std::io::Result<Self> {
+        let front = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
+        let front = Arc::new(front);
+        let heard = Arc::new(Heard::default());
+        let h = Arc::clone(&heard);
+        let task = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65_536];
+            let mut clients = std::collections::HashMap::new();
+            // Each client's way back; dropped (and so aborted) with this task.
+            let mut back_ways = tokio::task::JoinSet::new();
+            while let Ok((n, client)) = front.recv_from(&mut buf).await {
+                h.hear(&buf[..n]);
+                let back = match clients.get(&client) {
+                    Some(back) => Arc::clone(back),
+                    None => {
+                        let Ok(back) = towards(server).await else {
+                            continue;
+                        };
+                        let back = Arc::new(back);
+                        clients.insert(client, Arc::clone(&back));
+                        back_ways.spawn(way_back(
+                            Arc::clone(&back),
+                            Arc::clone(&front),
+                            client,
+                            delay,
+                        ));
+                        back
+                    }
+                };
+                let _ = back.send(&buf[..n]).await;
+            }
+        });
+        Ok(Self { heard, task })
+    }
+
+    /// QUIC 0-RTT packets the clients sent through the relay.
+    pub fn zero_rtt_packets(&self) -> usize {
+        self.heard.zero_rtt.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for UdpRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A socket on 127.0.0.1 connected to `server`.
+async fn towards(server: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
+    socket.connect(server).await?;
+    Ok(socket)
+}
+
+/// Sends what the server answers on `back` to `client` through `front`, each datagram
+/// `delay` after it arrived, in order.
+async fn way_back(
+    back: Arc<UdpSocket>,
+    front: Arc<UdpSocket>,
+    client: SocketAddr,
+    delay: Duration,
+) {
+    let mut buf = vec![0u8; 65_536];
+    let mut in_flight = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            got = back.recv(&mut buf) => {
+                let Ok(n) = got else { return };
+                let (front, datagram) = (Arc::clone(&front), buf[..n].to_vec());
+                let at = tokio::time::Instant::now() + delay;
+                in_flight.spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    let _ = front.send_to(&datagram, client).await;
+                });
+            }
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! An HTTP/3 server for tests (h3 over quinn): it answers every request of every connection
 //! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
-//! `/echo` answers with the request's body, `/too-early` with 425 once per connection,
-//! `/reject-once` resets the stream with H3_REQUEST_REJECTED once per connection, `/strict`
-//! answers 421 to a host its ClientHello did not name, anything else gets `ok`. It accepts 0-RTT (with a
-//! configuration from [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
+//! `/echo` answers with the request's body, `/too-early` with 425 once per connection to a
+//! request that came in 0-RTT, `/425` with 425 always, `/reject-once` resets the stream with
+//! H3_REQUEST_REJECTED once per connection, `/strict` answers 421 to a host its ClientHello
+//! did not name, anything else gets `ok`. It accepts 0-RTT (with a configuration from
+//! [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -54,10 +55,15 @@ pub fn serve_counted(
                 let Ok(connecting) = incoming.accept() else {
                     return;
                 };
+                // Set once the handshake is done: a request read before then came in 0-RTT
+                // (the client's 1-RTT data follows its Finished, which ends the handshake).
+                let confirmed = Arc::new(AtomicBool::new(false));
                 let conn = match connecting.into_0rtt() {
                     Ok((conn, done)) => {
+                        let confirmed = Arc::clone(&confirmed);
                         tokio::spawn(async move {
                             if done.await {
+                                confirmed.store(true, Ordering::SeqCst);
                                 handshake();
                             }
                         });
@@ -65,6 +71,7 @@ pub fn serve_counted(
                     }
                     Err(connecting) => match connecting.await {
                         Ok(conn) => {
+                            confirmed.store(true, Ordering::SeqCst);
                             handshake();
                             conn
                         }
@@ -87,6 +94,7 @@ pub fn serve_counted(
                 let connection = Arc::new(PerConnection {
                     number,
                     sni,
+                    confirmed,
                     too_early: AtomicBool::new(false),
                     rejected: AtomicBool::new(false),
                 });
@@ -111,6 +119,8 @@ struct PerConnection {
     number: usize,
     /// The server name of its ClientHello.
     sni: Option<String>,
+    /// Its handshake is done: what it reads from now on did not come in 0-RTT.
+    confirmed: Arc<AtomicBool>,
     /// `/too-early` was answered 425 on it.
     too_early: AtomicBool,
     /// `/reject-once` was rejected on it.
@@ -120,7 +130,8 @@ struct PerConnection {
 type ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// Answers one request: `/echo` with its body; `/too-early` with 425 the first time on a
-/// connection (RFC 8470 §5.2); `/reject-once` by resetting the stream with
+/// connection that a request reaches it in 0-RTT, before the handshake is done (RFC 8470
+/// §5.2); `/425` with 425 always; `/reject-once` by resetting the stream with
 /// H3_REQUEST_REJECTED the first time on a connection (RFC 9114 §4.1.1: not processed);
 /// `/strict` with 421 when `:authority` names another host than the ClientHello did (RFC
 /// 9110 §15.5.20); anything else with `ok`.
@@ -142,7 +153,11 @@ async fn answer(
     stats.requests.fetch_add(1, Ordering::SeqCst);
     let misdirected =
         path == "/strict" && request.uri().host().map(str::to_owned) != connection.sni;
-    let status = if path == "/too-early" && !connection.too_early.swap(true, Ordering::SeqCst) {
+    let early = !connection.confirmed.load(Ordering::SeqCst);
+    let too_early =
+        (path == "/too-early" && early && !connection.too_early.swap(true, Ordering::SeqCst))
+            || path == "/425";
+    let status = if too_early {
         http::StatusCode::TOO_EARLY
     } else if misdirected {
         http::StatusCode::MISDIRECTED_REQUEST
