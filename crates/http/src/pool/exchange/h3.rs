@@ -8,10 +8,9 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes};
 use http::{Request, Response};
 use http_body::Frame;
-use http_body_util::BodyExt;
 
 use super::retry::Failed;
-use super::upload::Upload;
+use super::upload::{BodySink, Upload};
 use super::{Body, BodyInner, BoxError, Carrier, Exchange, Held, within};
 use crate::pool::ExchangeError;
 use crate::pool::conn::Proto;
@@ -98,7 +97,7 @@ impl Exchange {
             }
             None
         } else {
-            Some(Upload::spawned(tokio::spawn(pump(body, tx)).abort_handle()))
+            Some(Upload::start(body, tx))
         };
         self.h3_response(rx, upload, limit).await
     }
@@ -148,41 +147,26 @@ impl Exchange {
     }
 }
 
-/// Streams a request body onto an HTTP/3 request stream: DATA frames, then trailers, then
-/// the end of the stream; a body error stops the stream instead (H3_REQUEST_CANCELLED).
-async fn pump<B>(body: B, mut tx: SendHalf)
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let mut body = std::pin::pin!(body);
-    loop {
-        // Matched at once: a body's error need not be `Send`, so none is kept across the
-        // sends below.
-        let frame = match body.frame().await {
-            None => break,
-            Some(Err(_)) => {
-                tx.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
-                return;
-            }
-            Some(Ok(frame)) => frame,
-        };
-        match frame.into_data() {
-            Ok(data) => {
-                if tx.send_data(data).await.is_err() {
-                    return;
-                }
-            }
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers()
-                    && tx.send_trailers(trailers).await.is_err()
-                {
-                    return;
-                }
-            }
+/// HTTP/3: DATA frames, then trailers or the end of the stream; a body error stops the
+/// stream instead (H3_REQUEST_CANCELLED).
+impl BodySink for SendHalf {
+    async fn data(&mut self, data: Bytes) -> Result<(), ()> {
+        self.send_data(data).await.map_err(drop)
+    }
+
+    async fn trailers(mut self, trailers: http::HeaderMap) {
+        if self.send_trailers(trailers).await.is_ok() {
+            let _ = self.finish().await;
         }
     }
-    let _ = tx.finish().await;
+
+    async fn end(mut self) {
+        let _ = self.finish().await;
+    }
+
+    fn cancel(mut self) {
+        self.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+    }
 }
 
 /// The receiving half of an HTTP/3 request stream, as a response body reads it.

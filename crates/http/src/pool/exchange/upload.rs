@@ -1,7 +1,12 @@
-//! A request body pumped onto an HTTP/2 stream by a task of its own, and the handle that stops
-//! it: the upload lives no longer than the exchange that started it.
+//! A request body pumped onto a request stream by a task of its own, and the handle that
+//! stops it: the upload lives no longer than the exchange that started it. One pump reads the
+//! body for both protocols; each protocol's stream is a [`BodySink`] (HTTP/2's here, HTTP/3's
+//! in `exchange/h3.rs`).
+
+use std::future::Future;
 
 use bytes::Bytes;
+use http::HeaderMap;
 use http_body_util::BodyExt;
 use tokio::task::AbortHandle;
 
@@ -13,19 +18,14 @@ use super::BoxError;
 pub(super) struct Upload(AbortHandle);
 
 impl Upload {
-    /// An upload already running as the task `task` (HTTP/3's, `exchange/h3.rs`).
-    #[cfg(feature = "http3")]
-    pub(super) fn spawned(task: AbortHandle) -> Self {
-        Self(task)
-    }
-
-    /// Starts sending `body` on `tx`.
-    pub(super) fn start<B>(body: B, tx: h2::SendStream<Bytes>) -> Self
+    /// Starts sending `body` on `sink`.
+    pub(super) fn start<B, S>(body: B, sink: S) -> Self
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
+        S: BodySink + 'static,
     {
-        Self(tokio::spawn(pump(body, tx)).abort_handle())
+        Self(tokio::spawn(pump(body, sink)).abort_handle())
     }
 }
 
@@ -35,49 +35,81 @@ impl Drop for Upload {
     }
 }
 
-/// Streams a request body onto an HTTP/2 stream: each data frame waits for the peer's flow
-/// control window (RFC 9113 §5.2), trailers end the stream, and a body error resets it with
-/// CANCEL. Ends early, quietly, when the stream is reset or the connection closes.
-async fn pump<B>(body: B, mut tx: h2::SendStream<Bytes>)
+/// Where a request body goes: the send half of one request stream. Each method's error
+/// means the stream is gone (reset, or its connection closed), and the pump stops quietly.
+pub(super) trait BodySink: Send {
+    /// Sends one chunk of the body.
+    fn data(&mut self, data: Bytes) -> impl Future<Output = Result<(), ()>> + Send;
+    /// Sends the body's trailers, which end the stream.
+    fn trailers(self, trailers: HeaderMap) -> impl Future<Output = ()> + Send;
+    /// Ends the stream after the body's last chunk.
+    fn end(self) -> impl Future<Output = ()> + Send;
+    /// Gives up on the stream: the body failed, so the request cannot be completed.
+    fn cancel(self);
+}
+
+/// Streams a request body onto `sink`: its data, then its trailers or the end of the stream.
+/// A body error cancels the stream instead.
+async fn pump<B, S>(body: B, mut sink: S)
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
+    S: BodySink,
 {
     let mut body = std::pin::pin!(body);
     loop {
+        // Matched at once, and the match ended before any send: a body's error need not be
+        // `Send`, so none may be kept across an await.
         let frame = match body.frame().await {
-            None => {
-                let _ = tx.send_data(Bytes::new(), true);
-                return;
-            }
-            Some(Err(_)) => {
-                tx.send_reset(h2::Reason::CANCEL);
-                return;
-            }
-            Some(Ok(frame)) => frame,
+            None => None,
+            Some(Err(_)) => return sink.cancel(),
+            Some(Ok(frame)) => Some(frame),
         };
-        let mut data = match frame.into_data() {
-            Ok(data) => data,
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    let _ = tx.send_trailers(trailers);
+        let Some(frame) = frame else {
+            return sink.end().await;
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                if sink.data(data).await.is_err() {
                     return;
                 }
-                continue;
             }
-        };
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    return sink.trailers(trailers).await;
+                }
+            }
+        }
+    }
+}
+
+/// HTTP/2: each chunk waits for the peer's flow-control window (RFC 9113 §5.2), and a body
+/// error resets the stream with CANCEL.
+impl BodySink for h2::SendStream<Bytes> {
+    async fn data(&mut self, mut data: Bytes) -> Result<(), ()> {
         while !data.is_empty() {
-            tx.reserve_capacity(data.len());
-            let Some(Ok(granted)) = std::future::poll_fn(|cx| tx.poll_capacity(cx)).await else {
-                return;
+            self.reserve_capacity(data.len());
+            let Some(Ok(granted)) = std::future::poll_fn(|cx| self.poll_capacity(cx)).await else {
+                return Err(());
             };
             if granted == 0 {
                 continue;
             }
             let chunk = data.split_to(granted.min(data.len()));
-            if tx.send_data(chunk, false).is_err() {
-                return;
-            }
+            self.send_data(chunk, false).map_err(drop)?;
         }
+        Ok(())
+    }
+
+    async fn trailers(mut self, trailers: HeaderMap) {
+        let _ = self.send_trailers(trailers);
+    }
+
+    async fn end(mut self) {
+        let _ = self.send_data(Bytes::new(), true);
+    }
+
+    fn cancel(mut self) {
+        self.send_reset(h2::Reason::CANCEL);
     }
 }
