@@ -234,4 +234,36 @@ mod http3 {
         assert_eq!(response.headers()["x-conn"], "1", "on the same connection");
         assert_eq!(stats.requests(), 1, "the rejected one was not processed");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idempotent_request_whose_http3_connection_goes_away_is_sent_again_on_a_new_one() {
+        // The server closes the QUIC connection under the first `/close-once` request, as a
+        // connection whose path died ends at QUIC's idle timeout. A GET may go again (RFC
+        // 9110 §9.2.2), as on HTTP/2: on a new connection, and the server sees it twice.
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let (protocol, response) = get(&pool, &url, "/close-once").await;
+        assert_eq!(protocol, Protocol::Http3);
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-conn"], "2", "on a new connection");
+        assert_eq!(stats.requests(), 2);
+        assert_eq!(stats.connections(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_post_whose_http3_connection_goes_away_fails_and_is_not_sent_again() {
+        // A POST may have been processed: its failure is the caller's, and the next call
+        // opens a new connection.
+        let (connector, url, _quic, stats) = h3_origin().await;
+        let pool = Pool::new(connector);
+        let post = http::Request::post(format!("{url}/close-once"))
+            .body(Bytes::from_static(b"once"))
+            .unwrap();
+        let failed = pool.send(post).await;
+        assert!(failed.is_err(), "the POST's failure is the caller's");
+        assert_eq!(stats.requests(), 1, "sent once");
+        let (_, response) = get(&pool, &url, "/").await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["x-conn"], "2");
+    }
 }

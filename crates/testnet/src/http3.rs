@@ -2,9 +2,10 @@
 //! an endpoint accepts. `x-conn` names the connection (from 1, so a test sees reuse);
 //! `/echo` answers with the request's body, `/too-early` with 425 once per connection to a
 //! request that came in 0-RTT, `/425` with 425 always, `/reject-once` resets the stream with
-//! H3_REQUEST_REJECTED once per connection, `/strict` answers 421 to a host its ClientHello
-//! did not name, anything else gets `ok`. It accepts 0-RTT (with a configuration from
-//! [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
+//! H3_REQUEST_REJECTED once per connection, `/close-once` closes the QUIC connection under
+//! the first such request the server reads (and answers the later ones), `/strict` answers
+//! 421 to a host its ClientHello did not name, anything else gets `ok`. It accepts 0-RTT
+//! (with a configuration from [`crate::TlsMaterial::quic_server`]) and answers in 0.5-RTT.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,6 +18,8 @@ use http::Response;
 pub struct Http3Stats {
     connections: AtomicUsize,
     requests: AtomicUsize,
+    /// `/close-once` closed a connection.
+    closed_once: AtomicBool,
 }
 
 impl Http3Stats {
@@ -84,6 +87,7 @@ pub fn serve_counted(
                     .handshake_data()
                     .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
                     .and_then(|d| d.server_name);
+                let quic = conn.clone();
                 let Ok(mut h3) = h3::server::builder()
                     .build::<_, Bytes>(h3_quinn::Connection::new(conn))
                     .await
@@ -94,6 +98,7 @@ pub fn serve_counted(
                 let connection = Arc::new(PerConnection {
                     number,
                     sni,
+                    quic,
                     confirmed,
                     too_early: AtomicBool::new(false),
                     rejected: AtomicBool::new(false),
@@ -119,6 +124,8 @@ struct PerConnection {
     number: usize,
     /// The server name of its ClientHello.
     sni: Option<String>,
+    /// The QUIC connection itself, for `/close-once`.
+    quic: quinn::Connection,
     /// Its handshake is done: what it reads from now on did not come in 0-RTT.
     confirmed: Arc<AtomicBool>,
     /// `/too-early` was answered 425 on it.
@@ -134,7 +141,8 @@ type ServerStream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes
 /// §5.2); `/425` with 425 always; `/reject-once` by resetting the stream with
 /// H3_REQUEST_REJECTED the first time on a connection (RFC 9114 §4.1.1: not processed);
 /// `/strict` with 421 when `:authority` names another host than the ClientHello did (RFC
-/// 9110 §15.5.20); anything else with `ok`.
+/// 9110 §15.5.20); `/close-once` by closing the whole QUIC connection, unanswered, the first
+/// time on the server (a connection that goes away under a request); anything else with `ok`.
 async fn answer(
     request: http::Request<()>,
     mut stream: ServerStream,
@@ -151,6 +159,13 @@ async fn answer(
         body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
     }
     stats.requests.fetch_add(1, Ordering::SeqCst);
+    if path == "/close-once" && !stats.closed_once.swap(true, Ordering::SeqCst) {
+        // H3_INTERNAL_ERROR: not a graceful end, the connection is simply gone.
+        connection
+            .quic
+            .close(0x102u32.into(), b"closed under the request");
+        return;
+    }
     let misdirected =
         path == "/strict" && request.uri().host().map(str::to_owned) != connection.sni;
     let early = !connection.confirmed.load(Ordering::SeqCst);

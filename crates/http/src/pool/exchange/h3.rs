@@ -120,6 +120,13 @@ impl Exchange {
                     "the server rejected the request unprocessed (H3_REQUEST_REJECTED)".into(),
                 )));
             }
+            // The QUIC connection went away under the request: it timed out (its path died,
+            // QUIC's idle timeout) or was closed. An idempotent request may go again, on
+            // another connection, as on HTTP/2 (h3 does not say which side closed it).
+            Some(Err(e @ h3::error::StreamError::ConnectionError { .. })) => {
+                self.spoil();
+                return Err(Failed::connection_gone(h3_error(e)));
+            }
             Some(Err(e)) => {
                 self.spoil();
                 return Err(Failed::sent(h3_error(e)));

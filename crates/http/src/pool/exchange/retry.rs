@@ -15,11 +15,23 @@ use super::{BoxError, CallEnd, Carrier, Exchange, Keeper};
 use crate::pool::{Body, Call, ExchangeError, Origin, SentEarly, copy_request};
 use fastfallback_net::{CallEvent, EventListener, Source};
 
-/// A send that failed, and whether the request is known not to have reached the server's
-/// processing (it was never sent: the connection went away first).
+/// A send that failed, and what is known of whether the request reached the server's
+/// processing.
 pub(in crate::pool) struct Failed {
     pub(super) error: ExchangeError,
-    unsent: bool,
+    reach: Reach,
+}
+
+/// How far a failed request may have got.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// It never left, or the server said it did not process it.
+    Unsent,
+    /// It may have been processed.
+    Sent,
+    /// It may have been processed, and then its connection went away under it (HTTP/3: the
+    /// QUIC connection timed out or was closed; HTTP/2 says so in its error).
+    ConnectionGone,
 }
 
 impl Failed {
@@ -27,7 +39,7 @@ impl Failed {
     pub(super) fn unsent(error: ExchangeError) -> Self {
         Self {
             error,
-            unsent: true,
+            reach: Reach::Unsent,
         }
     }
 
@@ -35,7 +47,16 @@ impl Failed {
     pub(super) fn sent(error: ExchangeError) -> Self {
         Self {
             error,
-            unsent: false,
+            reach: Reach::Sent,
+        }
+    }
+
+    /// The request may have reached the server, and its connection went away before the
+    /// answer came.
+    pub(super) fn connection_gone(error: ExchangeError) -> Self {
+        Self {
+            error,
+            reach: Reach::ConnectionGone,
         }
     }
 
@@ -44,15 +65,19 @@ impl Failed {
         Self::sent(ExchangeError::invalid(e))
     }
 
-    /// Whether the request may be sent again: the server did not process it (RFC 9113 §8.7),
-    /// because it was never sent, was refused with REFUSED_STREAM, or was cut off by the
-    /// server's graceful GOAWAY (NO_ERROR: the server finishes what it processed, §6.8); or
-    /// it is idempotent (RFC 9110 §9.2.2) and its connection went away under it (any GOAWAY
-    /// from the server, a broken connection). h2 does not say which stream a GOAWAY named as
-    /// the last processed one, hence the conditions on the reason and the method.
+    /// Whether the request may be sent again: the server did not process it (RFC 9113 §8.7,
+    /// RFC 9114 §4.1.1), because it was never sent, was refused with REFUSED_STREAM or
+    /// H3_REQUEST_REJECTED, or was cut off by the server's graceful GOAWAY (NO_ERROR: the
+    /// server finishes what it processed, RFC 9113 §6.8); or it is idempotent (RFC 9110
+    /// §9.2.2) and its connection went away under it (any GOAWAY from the server, a broken
+    /// connection, a QUIC connection that timed out or was closed). h2 does not say which
+    /// stream a GOAWAY named as the last processed one, hence the conditions on the reason
+    /// and the method.
     fn may_send_again(&self, idempotent: bool) -> bool {
-        if self.unsent {
-            return true;
+        match self.reach {
+            Reach::Unsent => return true,
+            Reach::ConnectionGone => return idempotent,
+            Reach::Sent => {}
         }
         let ExchangeError::Http2(e) = &self.error else {
             return false;
