@@ -545,7 +545,7 @@ impl Exchange {
         // On timeout the response future is dropped, which resets only this stream.
         let response = match within(limit, response).await {
             Some(Ok(r)) => r,
-            Some(Err(e)) => return Err(Failed::sent(ExchangeError::Http2(e))),
+            Some(Err(e)) => return Err(Failed::h2(e)),
             None => {
                 let limit = limit.unwrap_or_default();
                 return Err(Failed::sent(ExchangeError::TimedOut(limit)));

@@ -29,8 +29,8 @@ enum Reach {
     Unsent,
     /// It may have been processed.
     Sent,
-    /// It may have been processed, and then its connection went away under it (HTTP/3: the
-    /// QUIC connection timed out or was closed; HTTP/2 says so in its error).
+    /// It may have been processed, and then its connection went away under it (a broken
+    /// connection, a GOAWAY; on HTTP/3 a QUIC connection that timed out or was closed).
     ConnectionGone,
 }
 
@@ -52,7 +52,8 @@ impl Failed {
     }
 
     /// The request may have reached the server, and its connection went away before the
-    /// answer came.
+    /// answer came (HTTP/3's; HTTP/2's errors are placed by [`Self::h2`]).
+    #[cfg(feature = "http3")]
     pub(super) fn connection_gone(error: ExchangeError) -> Self {
         Self {
             error,
@@ -65,31 +66,40 @@ impl Failed {
         Self::sent(ExchangeError::invalid(e))
     }
 
-    /// Whether the request may be sent again: the server did not process it (RFC 9113 §8.7,
-    /// RFC 9114 §4.1.1), because it was never sent, was refused with REFUSED_STREAM or
-    /// H3_REQUEST_REJECTED, or was cut off by the server's graceful GOAWAY (NO_ERROR: the
-    /// server finishes what it processed, RFC 9113 §6.8); or it is idempotent (RFC 9110
-    /// §9.2.2) and its connection went away under it (any GOAWAY from the server, a broken
-    /// connection, a QUIC connection that timed out or was closed). h2 does not say which
-    /// stream a GOAWAY named as the last processed one, hence the conditions on the reason
-    /// and the method.
+    /// An HTTP/2 stream's error, placed by what h2 says of it: the server did not process
+    /// the request (REFUSED_STREAM, RFC 9113 §8.7; its graceful GOAWAY, NO_ERROR: it finishes
+    /// what it processed, §6.8), or the connection went away under it (any other GOAWAY from
+    /// the server, a broken connection). h2 does not say which stream a GOAWAY named as the
+    /// last processed one, hence the reading of the reason.
+    pub(super) fn h2(e: h2::Error) -> Self {
+        let reach = if e.is_io() {
+            Reach::ConnectionGone
+        } else if !e.is_remote() {
+            Reach::Sent
+        } else if e.reason() == Some(h2::Reason::REFUSED_STREAM)
+            || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR))
+        {
+            Reach::Unsent
+        } else if e.is_go_away() {
+            Reach::ConnectionGone
+        } else {
+            Reach::Sent
+        };
+        Self {
+            error: ExchangeError::Http2(e),
+            reach,
+        }
+    }
+
+    /// Whether the request may be sent again: the server did not process it (never sent,
+    /// or refused unprocessed: RFC 9113 §8.7, RFC 9114 §4.1.1), or it is idempotent (RFC 9110
+    /// §9.2.2) and its connection went away under it.
     fn may_send_again(&self, idempotent: bool) -> bool {
         match self.reach {
-            Reach::Unsent => return true,
-            Reach::ConnectionGone => return idempotent,
-            Reach::Sent => {}
+            Reach::Unsent => true,
+            Reach::ConnectionGone => idempotent,
+            Reach::Sent => false,
         }
-        let ExchangeError::Http2(e) = &self.error else {
-            return false;
-        };
-        if e.is_io() {
-            return idempotent;
-        }
-        if !e.is_remote() {
-            return false;
-        }
-        e.reason() == Some(h2::Reason::REFUSED_STREAM)
-            || (e.is_go_away() && (idempotent || e.reason() == Some(h2::Reason::NO_ERROR)))
     }
 }
 
