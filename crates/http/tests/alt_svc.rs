@@ -1,13 +1,11 @@
 //! The pool reads `Alt-Svc` (RFC 7838) from responses into the connector's route memory, so
 //! that later races to the origin try its HTTP/3 alternative over QUIC.
 
-use std::net::IpAddr;
-
 use bytes::Bytes;
 use fastfallback_http::Pool;
-use fastfallback_net::{Connector, FallbackPolicy, StaticResolver};
+use fastfallback_net::{Connector, StaticResolver};
 use fastfallback_route::Address;
-use fastfallback_testkit::loopback::https_server;
+use fastfallback_testkit::loopback::{LOCALHOST, https_server, trusting_connector};
 use fastfallback_testnet::TlsMaterial;
 
 /// An HTTPS server (h2) for `origin.test` on 127.0.0.1, and a pool whose connector races
@@ -24,15 +22,8 @@ async fn setup(quic: bool) -> (Pool, String) {
 /// A connector that trusts `tls`'s CA, resolves `origin.test` to 127.0.0.1 (no HTTPS
 /// record), and races QUIC when `quic`.
 fn connector(tls: &TlsMaterial, quic: bool) -> Connector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let localhost: IpAddr = "127.0.0.1".parse().unwrap();
-    Connector::builder()
-        .resolver(StaticResolver::new().with("origin.test", [localhost]))
-        .root_certificates(roots)
-        .policy(FallbackPolicy::builder().quic(quic).build().unwrap())
-        .build()
-        .unwrap()
+    let resolver = StaticResolver::new().with("origin.test", [LOCALHOST]);
+    trusting_connector(tls, resolver, quic)
 }
 
 async fn get(pool: &Pool, url: &str, path: &str) {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use fastfallback_http::{Pool, PoolOptions, SentEarly};
 use fastfallback_net::{Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
-use fastfallback_testkit::loopback::{LOCALHOST, https_server};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server, roots};
 use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testkit::tickets::Tickets;
 use fastfallback_testkit::udp::{SilentUdp, UdpRelay};
@@ -97,11 +97,9 @@ fn connector(tls: &TlsMaterial) -> (Connector, Arc<Tickets>) {
         .addresses(NAME, QueryKind::A, [LOCALHOST])
         .addresses(NAME, QueryKind::Aaaa, [])
         .answer(NAME, QueryKind::Https, DnsAnswer::Https(vec![record]));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
     let tickets = Tickets::new();
     let connector = Connector::builder()
-        .tls_config(tickets.client_config(roots))
+        .tls_config(tickets.client_config(roots(tls)))
         .resolver(dns)
         .policy(FallbackPolicy::builder().quic(true).build().unwrap())
         .build()

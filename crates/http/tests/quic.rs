@@ -10,9 +10,9 @@ use bytes::Bytes;
 #[cfg(not(feature = "http3"))]
 use fastfallback_http::ExchangeError;
 use fastfallback_http::{HyperConnector, Pool};
-use fastfallback_net::{ConnectError, Connector, FallbackPolicy};
+use fastfallback_net::{ConnectError, Connector};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
-use fastfallback_testkit::loopback::{LOCALHOST, https_server};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server, trusting_connector};
 use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testnet::TlsMaterial;
 use tower_service::Service;
@@ -59,14 +59,7 @@ async fn h3_origin() -> (
                 DnsAnswer::Https(vec![record.clone()]),
             );
     }
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let connector = Connector::builder()
-        .root_certificates(roots)
-        .resolver(dns)
-        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
-        .build()
-        .unwrap();
+    let connector = trusting_connector(&tls, dns, true);
     (connector, format!("https://{NAME}:{port}"), quic, stats)
 }
 

@@ -12,7 +12,7 @@ use fastfallback_net::link::{EarlyQuic, RaceLink, Raced};
 use fastfallback_net::{ConnectError, Connection, Connector, FallbackPolicy};
 use fastfallback_proto::{Alpn, DnsAnswer, HttpsRecord, QueryKind};
 use fastfallback_route::Address;
-use fastfallback_testkit::loopback::{LOCALHOST, https_server};
+use fastfallback_testkit::loopback::{LOCALHOST, https_server, roots, trusting_connector};
 use fastfallback_testkit::resolver::FakeDns;
 use fastfallback_testkit::tickets::Tickets;
 use fastfallback_testkit::udp::SilentUdp;
@@ -37,24 +37,14 @@ fn dns() -> FakeDns {
 }
 
 fn connector(tls: &TlsMaterial) -> Connector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let policy = FallbackPolicy::builder().quic(true).build().unwrap();
-    Connector::builder()
-        .root_certificates(roots)
-        .resolver(dns())
-        .policy(policy)
-        .build()
-        .expect("a QUIC connector")
+    trusting_connector(tls, dns(), true)
 }
 
 /// [`connector`] whose TLS sessions go to a store that says when a ticket arrives.
 fn ticketing_connector(tls: &TlsMaterial) -> (Connector, Arc<Tickets>) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
     let tickets = Tickets::new();
     let connector = Connector::builder()
-        .tls_config(tickets.client_config(roots))
+        .tls_config(tickets.client_config(roots(tls)))
         .resolver(dns())
         .policy(FallbackPolicy::builder().quic(true).build().unwrap())
         .build()
@@ -221,18 +211,11 @@ async fn an_alt_svc_alternative_from_a_response_makes_the_next_connect_race_quic
     // alternative (RFC 7838).
     let (tls, port) = tcp_origin().await;
     let _server = quic_server(&tls, port);
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
     let dns = FakeDns::new()
         .addresses(NAME, QueryKind::A, [LOCALHOST])
         .addresses(NAME, QueryKind::Aaaa, [])
         .answer(NAME, QueryKind::Https, DnsAnswer::Addresses(Vec::new()));
-    let connector = Connector::builder()
-        .root_certificates(roots)
-        .resolver(dns)
-        .policy(FallbackPolicy::builder().quic(true).build().unwrap())
-        .build()
-        .unwrap();
+    let connector = trusting_connector(&tls, dns, true);
     let first = connect(&connector, port).await;
     assert_eq!(first.alpn(), Some(&Alpn::H2), "{}", first.report());
     assert_eq!(first.report().attempts.len(), 1, "{}", first.report());

@@ -2,7 +2,7 @@
 //! http/1.1 ([`TlsOrigin`]), an HTTP `CONNECT` proxy ([`http_proxy`]), an HTTPS server with a
 //! configuration of the test's ([`https_server`]), listeners and accept loops ([`bind`],
 //! [`serve_each`], [`accept_and_hold`], [`accept_one`]), and a port where nothing listens
-//! ([`closed_port`]).
+//! ([`closed_port`]), and clients that trust a test CA ([`roots`], [`trusting_connector`]).
 
 use std::future::Future;
 use std::io;
@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fastfallback_net::{Connector, StaticResolver};
+use fastfallback_net::{Connector, FallbackPolicy, Resolve, StaticResolver};
 use fastfallback_route::{Host, Proxy};
 use fastfallback_testnet::TlsMaterial;
 use fastfallback_testnet::http::{HttpOptions, HttpStats, serve};
@@ -43,9 +43,7 @@ impl TlsOrigin {
 
     /// Root certificates that trust the origin's CA only.
     pub fn roots(&self) -> rustls::RootCertStore {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.tls.ca_der()).unwrap();
-        roots
+        roots(&self.tls)
     }
 
     /// A connector that trusts the origin, resolves `origin.test` to 127.0.0.1, and connects
@@ -59,6 +57,24 @@ impl TlsOrigin {
         }
         b.build().unwrap()
     }
+}
+
+/// Root certificates that trust `tls`'s CA only.
+pub fn roots(tls: &TlsMaterial) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    roots
+}
+
+/// A connector that trusts `tls`'s CA only, asks `resolver`, and races QUIC beside TCP when
+/// `quic` (the QUIC and Alt-Svc tests' client).
+pub fn trusting_connector(tls: &TlsMaterial, resolver: impl Resolve, quic: bool) -> Connector {
+    Connector::builder()
+        .root_certificates(roots(tls))
+        .resolver(resolver)
+        .policy(FallbackPolicy::builder().quic(quic).build().unwrap())
+        .build()
+        .unwrap()
 }
 
 /// An HTTP `CONNECT` proxy on 127.0.0.1 with `options`, and what it counts.
