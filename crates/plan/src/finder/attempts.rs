@@ -67,13 +67,13 @@ impl FastFallbackExchangeFinder {
                         self.learn(target, now, LessonKind::Failed { kind, phase });
                     }
                     if let Some(plan) = follow_up {
-                        self.deferred.push(plan);
+                        self.rare_mut().deferred.push(plan);
                     }
                 }
             }
             AttemptEvent::FollowUp(plan) => {
                 if self.end(i, AttemptState::FollowedUp, now) {
-                    self.deferred.push(plan);
+                    self.rare_mut().deferred.push(plan);
                 }
             }
         }
@@ -100,7 +100,7 @@ impl FastFallbackExchangeFinder {
 
     /// Attempts in flight now.
     pub fn in_flight(&self) -> usize {
-        self.attempts.iter().filter(|a| a.in_flight()).count()
+        self.live as usize
     }
 
     // ---- internals ----
@@ -118,7 +118,7 @@ impl FastFallbackExchangeFinder {
     /// Starts the next plan: a queued one first, else the next untried endpoint. Returns
     /// whether one started.
     pub(super) fn launch(&mut self, now: Instant) -> bool {
-        let plan = match self.deferred.pop() {
+        let plan = match self.pop_deferred() {
             Some(plan) => plan,
             None => {
                 let Some(i) = self.endpoints.iter().position(|e| self.startable(e)) else {
@@ -157,6 +157,7 @@ impl FastFallbackExchangeFinder {
             .get(Timer::Deadline)
             .unwrap_or(now + self.policy.connect_timeout);
         let timeout_at = (now + self.policy.attempt_timeout).min(deadline);
+        self.live += 1;
         self.attempts.0.push(AttemptRecord {
             id,
             plan: plan.clone(),
@@ -248,6 +249,7 @@ impl FastFallbackExchangeFinder {
         }
         a.ended = Some(now);
         self.phase.owner_ended(a.id);
+        self.live -= 1;
         true
     }
 
@@ -284,7 +286,8 @@ impl FastFallbackExchangeFinder {
             self.learn(target, now, LessonKind::Failed { kind, phase });
         }
         if matches!(reason, CancelReason::LostRace | CancelReason::Overtaken) {
-            self.deferred.insert(0, self.attempts[i].plan.retry());
+            let retry = self.attempts[i].plan.retry();
+            self.rare_mut().deferred.insert(0, retry);
         }
         self.out.push_back(Output::CancelAttempt { id, reason });
     }
@@ -297,6 +300,9 @@ impl FastFallbackExchangeFinder {
         now: Instant,
     ) {
         for i in 0..self.attempts.len() {
+            if self.live == 0 {
+                break;
+            }
             let a = &self.attempts[i];
             if a.in_flight() && Some(a.id) != keep {
                 self.cancel(i, reason, now);

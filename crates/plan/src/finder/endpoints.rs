@@ -1,7 +1,6 @@
 //! The endpoint list: the addresses DNS gave, reconciled with every new answer (HEv3 §7) and
 //! kept in the order attempts take them.
 
-use smallvec::SmallVec;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use fastfallback_route::order::{OrderContext, Orderable, order};
 use fastfallback_route::{Source, SourceOf};
 
 use super::FastFallbackExchangeFinder;
+use super::rare::Rare;
 use crate::{QuicOrder, TlsStep};
 
 /// One address the race may try, with what ordering and attempting it need.
@@ -17,14 +17,14 @@ use crate::{QuicOrder, TlsStep};
 pub(super) struct Endpoint {
     pub(super) logical: IpAddr,
     pub(super) target: SocketAddr,
-    pub(super) source: Option<Source>,
     pub(super) tried: bool,
     /// The service priority group ([`fastfallback_route::Candidate::group`]).
     pub(super) group: u16,
     /// Whether it is a fallback without SVCB ([`fastfallback_route::Candidate::without_svcb`]).
     pub(super) without_svcb: bool,
     /// Which TLS step its attempts take: 0 the race's own, `n` the `n`-th of
-    /// `FastFallbackExchangeFinder::ech_steps` (its service's ECH configuration).
+    /// the race's extra TLS steps ([`super::rare::Rare::tls_steps`]: its service's ECH
+    /// configuration, or QUIC's ALPN).
     pub(super) tls_variant: u16,
     /// Whether the current answers still list it (an attempted endpoint stays in the list
     /// after its answer is withdrawn, HEv3 §7, but is no longer listed).
@@ -34,16 +34,34 @@ pub(super) struct Endpoint {
     pub(super) transport: TransportKind,
 }
 
-impl Orderable for Endpoint {
+/// An endpoint with its source address ([`source_of`]), looked up only when the list is
+/// ordered: the one time a source matters (RFC 6724 §6). A race with one endpoint (every IP
+/// literal's) never orders, so it never looks one up.
+struct Sourced {
+    endpoint: Endpoint,
+    source: Option<Source>,
+}
+
+impl Orderable for Sourced {
     fn logical(&self) -> IpAddr {
-        self.logical
+        self.endpoint.logical
     }
     fn target(&self) -> SocketAddr {
-        self.target
+        self.endpoint.target
     }
     fn source(&self) -> Option<Source> {
         self.source
     }
+}
+
+/// `items` in the order [`order`] puts them, each with the source the driver found for it.
+fn ordered(items: Vec<Endpoint>, sources: &[SourceOf], ctx: &OrderContext<'_>) -> Vec<Endpoint> {
+    let sourced = items.into_iter().map(|endpoint| Sourced {
+        source: source_of(sources, endpoint.logical),
+        endpoint,
+    });
+    let sorted = order(sourced.collect(), ctx);
+    sorted.into_iter().map(|s| s.endpoint).collect()
 }
 
 /// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724 §6
@@ -58,12 +76,13 @@ fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
 }
 
 /// The TLS step variant for an endpoint over `transport` of a service with ECH configuration
-/// `ech`: 0 is the race's own step (TCP, no ECH); any other is the `n`-th of `steps`, added
+/// `ech`: 0 is the race's own step (TCP, no ECH); any other is the `n`-th of the race's extra
+/// steps ([`Rare::tls_steps`], made in `rare` if it was not yet), added
 /// when it is first needed. A QUIC step offers `h3` alone (HEv3 §6.2, R-35: one ALPN list
 /// per transport).
 fn tls_variant(
     base: &Arc<TlsStep>,
-    steps: &mut Box<[Arc<TlsStep>]>,
+    rare: &mut Option<Box<Rare>>,
     ech: Option<&Arc<[u8]>>,
     transport: TransportKind,
 ) -> u16 {
@@ -74,15 +93,14 @@ fn tls_variant(
         TransportKind::Tcp => &base.alpn[..],
         TransportKind::Quic => TransportKind::QUIC_ALPN,
     };
+    let steps = &mut rare.get_or_insert_default().tls_steps;
     let fits = |s: &Arc<TlsStep>| s.ech.as_deref() == ech.map(|e| &**e) && s.alpn == alpn;
     let i = steps.iter().position(fits).unwrap_or_else(|| {
-        let mut grown = std::mem::take(steps).into_vec();
-        grown.push(Arc::new(TlsStep {
+        steps.push(Arc::new(TlsStep {
             ech: ech.cloned(),
             alpn: alpn.to_vec(),
             ..(**base).clone()
         }));
-        *steps = grown.into_boxed_slice();
         steps.len() - 1
     });
     // A DNS message cannot hold 65 535 ECH configurations.
@@ -133,11 +151,11 @@ impl FastFallbackExchangeFinder {
     /// untried ones that disappeared are removed, attempted ones stay (HEv3 §7).
     pub(super) fn sync_endpoints(&mut self) {
         let origin_port = self.address.connect_host().1;
-        let mut disallowed = SmallVec::<[IpAddr; 0]>::new();
+        let mut disallowed = Vec::<IpAddr>::new();
         let scope = self.address.scope_id().unwrap_or(0);
         let (policy, connectivity) = (&self.policy, &self.connectivity);
-        let (tls, ech_steps) = (&self.tls, &mut self.ech_steps);
-        let (endpoints, sources) = (&mut self.endpoints, &self.sources);
+        let (tls, rare) = (&self.tls, &mut self.rare);
+        let endpoints = &mut self.endpoints;
         // The first sync (every race's, and a literal's only one) has nothing to reconcile.
         let first = endpoints.is_empty();
         for e in endpoints.iter_mut() {
@@ -158,7 +176,7 @@ impl FastFallbackExchangeFinder {
             };
             let mut add = |transport| {
                 let variant = match tls {
-                    Some(base) => tls_variant(base, ech_steps, c.ech, transport),
+                    Some(base) => tls_variant(base, rare, c.ech, transport),
                     None => 0,
                 };
                 let same = |e: &&mut Endpoint| e.target == target && e.transport == transport;
@@ -177,7 +195,6 @@ impl FastFallbackExchangeFinder {
                         endpoints.push(Endpoint {
                             logical: c.ip,
                             target,
-                            source: source_of(sources, c.ip),
                             tried: false,
                             group: c.group,
                             without_svcb: c.without_svcb,
@@ -227,7 +244,7 @@ impl FastFallbackExchangeFinder {
                 .iter()
                 .all(|e| e.transport == TransportKind::Tcp);
             if tcp_only && self.endpoints.iter().all(|e| e.group == first) {
-                let sorted = order(self.endpoints.drain(..).collect(), &ctx);
+                let sorted = ordered(self.endpoints.drain(..).collect(), &self.sources, &ctx);
                 self.endpoints.extend(sorted);
             } else {
                 let quic_order = self.policy.quic_order;
@@ -242,7 +259,8 @@ impl FastFallbackExchangeFinder {
                     let (quic, tcp) = all
                         .into_iter()
                         .partition(|e| e.transport == TransportKind::Quic);
-                    let (quic, tcp) = (order(quic, &ctx), order(tcp, &ctx));
+                    let sources = &self.sources;
+                    let (quic, tcp) = (ordered(quic, sources, &ctx), ordered(tcp, sources, &ctx));
                     let (lead, follow) = if quic_broken {
                         (tcp, quic)
                     } else {
@@ -264,7 +282,7 @@ impl FastFallbackExchangeFinder {
     }
 
     pub(super) fn has_candidate(&self) -> bool {
-        !self.deferred.is_empty()
+        !self.deferred().is_empty()
             || (self.resolution.moved_on() && self.endpoints.iter().any(|e| self.startable(e)))
     }
 }

@@ -79,6 +79,7 @@ mod pacing;
 mod phase;
 mod pooled;
 mod queries;
+mod rare;
 mod timers;
 mod tls;
 
@@ -130,10 +131,6 @@ pub struct FastFallbackExchangeFinder {
     policy: Arc<FallbackPolicy>,
     address: Address,
     tls: Option<Arc<TlsStep>>,
-    /// The race's TLS step with each ECH configuration its services carry. A boxed slice,
-    /// grown on the rare answer with a new configuration: 8 bytes less than a `Vec` keeps
-    /// the race at 1 000 bytes, in glibc's small-chunk range (see `boxed`).
-    ech_steps: Box<[Arc<TlsStep>]>,
     connectivity: Connectivity,
     memory: MemoryView,
     history_ignored: bool,
@@ -152,11 +149,11 @@ pub struct FastFallbackExchangeFinder {
     endpoints: SmallVec<[Endpoint; 2]>,
     order_dirty: bool,
     attempts: Attempts,
-    /// Plans to run before the next endpoint (OkHttp's deferred plans), as a stack: the last
-    /// runs first. A follow-up goes on top, a lost attempt's retry underneath. A `Vec`: it is
-    /// almost always empty, and an empty `Vec` is smaller and cheaper to drop than a
-    /// `VecDeque`.
-    deferred: Vec<ConnectPlan>,
+    /// How many of `attempts` are in flight: counted as they start ([`Self::launch`]) and end
+    /// ([`Self::end`], the one way an attempt ends), so that asking needs no scan.
+    live: u32,
+    /// Queued plans and extra TLS steps ([`rare::Rare`]): allocated when first needed.
+    rare: Option<Box<rare::Rare>>,
     out: OutQueue,
     exchange: u32,
     started: Instant,
@@ -226,7 +223,6 @@ impl FastFallbackExchangeFinder {
                 policy,
                 address,
                 tls,
-                ech_steps: Box::default(),
                 connectivity,
                 memory,
                 history_ignored,
@@ -239,7 +235,8 @@ impl FastFallbackExchangeFinder {
                 endpoints: SmallVec::new(),
                 order_dirty: false,
                 attempts: Attempts::default(),
-                deferred: Vec::new(),
+                live: 0,
+                rare: None,
                 out: OutQueue::default(),
                 exchange: 0,
                 started: now,
@@ -430,7 +427,7 @@ impl std::fmt::Debug for FastFallbackExchangeFinder {
             .field("phase", &self.phase)
             .field("attempts", &self.attempts.len())
             .field("in_flight", &self.in_flight())
-            .field("deferred", &self.deferred.len())
+            .field("deferred", &self.deferred().len())
             .field("timers", &self.timers)
             .finish_non_exhaustive()
     }

@@ -22,13 +22,17 @@ impl FastFallbackExchangeFinder {
             Winner::Pooled(_) => self.furthest_along(),
             Winner::Attempt(_) => None,
         };
-        let keep = index.or(overtaken).map(|i| self.attempts[i].id);
+        // The winner ends first: then a race whose only attempt won has nothing left in
+        // flight, and cancelling the rest looks at nothing.
+        if let Some(i) = index {
+            self.end(i, AttemptState::Won, now);
+        }
+        let keep = overtaken.map(|i| self.attempts[i].id);
         self.cancel_in_flight(CancelReason::LostRace, keep, now);
         if let Some(i) = overtaken {
             self.cancel(i, CancelReason::Overtaken, now);
         }
         if let Some(i) = index {
-            self.end(i, AttemptState::Won, now);
             self.judge_quic(i, now);
         }
         // The DNS tail is decided here, and only here (HEv3 §6): pending queries may still

@@ -57,7 +57,7 @@ impl FastFallbackExchangeFinder {
     /// standard puts on waiting for AAAA). Without this, a second contact whose AAAA answer
     /// happens to arrive first would start the remembered-bad route anyway.
     fn second_choice_hold(&self) -> Option<Instant> {
-        if !self.deferred.is_empty() || !self.resolution.pending() || !self.memory.is_enabled() {
+        if !self.deferred().is_empty() || !self.resolution.pending() || !self.memory.is_enabled() {
             return None;
         }
         let first = self.resolution.first_positive_at()?;

@@ -130,12 +130,15 @@ impl FastFallbackExchangeFinder {
             }
             return;
         }
-        let attempt_timeout = self
-            .attempts
-            .iter()
-            .filter(|a| a.in_flight())
-            .map(|a| a.timeout_at)
-            .min();
+        let attempt_timeout = match self.live {
+            0 => None,
+            _ => self
+                .attempts
+                .iter()
+                .filter(|a| a.in_flight())
+                .map(|a| a.timeout_at)
+                .min(),
+        };
         self.timers.set(Timer::AttemptTimeout, attempt_timeout);
         let rd = match self.phase {
             RacePhase::Resolving => self.resolution.deadline(),

@@ -35,7 +35,7 @@ impl FastFallbackExchangeFinder {
         match variant {
             0 => self.tls.clone(),
             n => self
-                .ech_steps
+                .tls_steps()
                 .get(usize::from(n) - 1)
                 .cloned()
                 .or_else(|| self.tls.clone()),
