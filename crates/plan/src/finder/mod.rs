@@ -198,7 +198,9 @@ impl FastFallbackExchangeFinder {
         connectivity.v6 &= policy.family.allows(Family::V6);
         connectivity.v4 &= policy.family.allows(Family::V4);
         let explore = policy.route_memory.explore_one_in;
+        // A disabled view (a loopback literal's) has nothing to ignore.
         let history_ignored = explore > 0
+            && memory.is_enabled()
             && !memory.is_empty()
             && fastfallback_route::splitmix64(seed).is_multiple_of(u64::from(explore));
         if history_ignored {
@@ -306,6 +308,7 @@ impl FastFallbackExchangeFinder {
     /// When [`Self::handle_timeout`] should be called next, even if nothing else happens: the
     /// earliest armed [`Timer`]. `None` when only outside events can move the race.
     /// [`Self::timer`] tells the kinds apart.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
     }
@@ -318,6 +321,7 @@ impl FastFallbackExchangeFinder {
 
     /// Whether the race learned anything [`Self::drain_lessons`] has not taken yet. Cheaper
     /// than draining nothing: a loopback literal's race never learns.
+    #[inline]
     pub fn has_lessons(&self) -> bool {
         !self.lessons.is_empty()
     }

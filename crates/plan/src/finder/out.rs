@@ -27,9 +27,10 @@ impl OutQueue {
 
     /// Takes the oldest output waiting.
     pub(super) fn pop_front(&mut self) -> Option<Output<ConnectPlan>> {
-        self.first
-            .take()
-            .or_else(|| (!self.rest.is_empty()).then(|| self.rest.remove(0)))
+        if self.first.is_some() {
+            return self.first.take();
+        }
+        (!self.rest.is_empty()).then(|| self.rest.remove(0))
     }
 
     /// Whether nothing waits.
