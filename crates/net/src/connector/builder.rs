@@ -385,6 +385,7 @@ impl ConnectorBuilder {
                 proxies: self.proxies,
                 seed,
                 races: AtomicU64::new(0),
+                id: Inner::next_id(),
             }),
         })
     }

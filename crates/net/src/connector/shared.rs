@@ -59,8 +59,12 @@ pub(super) struct Inner {
     pub(super) sources: Sources,
     /// Set by the user, or `None` to read it from the kernel (cached briefly).
     pub(super) network: Option<NetworkState>,
-    /// The last reading of the kernel's tables, and until when it is reused.
+    /// The last reading of the kernel's tables, and until when it is reused. Each thread
+    /// keeps a copy too ([`LAST_READING`]), so that most connects take no lock to read it.
     pub(super) detected: Mutex<Option<(tokio::time::Instant, NetworkState)>>,
+    /// This connector's number in the process ([`Inner::next_id`]): what a thread's copy of
+    /// a network reading is kept under.
+    pub(super) id: u64,
     /// The NAT64 prefix found through `ipv4only.arpa` (RFC 7050), or that there is none, and
     /// when.
     pub(super) nat64: Mutex<Option<(tokio::time::Instant, Option<Nat64Prefix>)>>,
@@ -107,14 +111,43 @@ pub(super) const NAT64_TTL: Duration = Duration::from_secs(600);
 /// kernel's tables once, short enough to notice a network change within seconds.
 pub(super) const NETWORK_TTL: Duration = Duration::from_secs(5);
 
+thread_local! {
+    /// The calling thread's copy of one connector's last network reading: the connector's
+    /// [`Inner::id`], until when the reading is reused, and the reading. A connect on the
+    /// thread that read last takes no lock; any other reads the shared copy and keeps it.
+    static LAST_READING: std::cell::Cell<Option<(u64, tokio::time::Instant, NetworkState)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 impl Inner {
+    /// A number no other connector of the process has.
+    pub(super) fn next_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The network at `now`: the one the user set, else the kernel's tables, read again
+    /// once the last reading is [`NETWORK_TTL`] old.
     pub(super) fn network(&self, now: tokio::time::Instant) -> NetworkState {
         if let Some(n) = self.network {
             return n;
         }
+        if let Some((id, until, n)) = LAST_READING.get()
+            && id == self.id
+            && now < until
+        {
+            return n;
+        }
+        let (until, n) = self.shared_network(now);
+        LAST_READING.set(Some((self.id, until, n)));
+        n
+    }
+
+    /// [`Self::network`] from the copy every thread shares, read again when it is too old.
+    fn shared_network(&self, now: tokio::time::Instant) -> (tokio::time::Instant, NetworkState) {
         let mut cached = self.detected.lock().unwrap_or_else(|p| p.into_inner());
         match *cached {
-            Some((until, n)) if now < until => n,
+            Some((until, n)) if now < until => (until, n),
             previous => {
                 let n = detect_network();
                 if previous.is_some_and(|(_, p)| p.id != n.id)
@@ -122,8 +155,9 @@ impl Inner {
                 {
                     k.clear();
                 }
-                *cached = Some((now + NETWORK_TTL, n));
-                n
+                let until = now + NETWORK_TTL;
+                *cached = Some((until, n));
+                (until, n)
             }
         }
     }

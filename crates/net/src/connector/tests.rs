@@ -86,6 +86,30 @@ fn the_network_reading_is_reused_until_its_ttl_and_read_again_after() {
     assert_eq!(until, Some(t0 + NETWORK_TTL + NETWORK_TTL));
 }
 
+/// A thread keeps its own copy of the last reading, under the connector's id: two connectors
+/// read on one thread never answer with each other's reading.
+#[cfg(any(feature = "aws-lc-rs", feature = "ring"))]
+#[test]
+fn a_threads_copy_of_a_network_reading_belongs_to_one_connector() {
+    let (a, b) = (
+        Connector::builder().build().unwrap(),
+        Connector::builder().build().unwrap(),
+    );
+    let t0 = tokio::time::Instant::now();
+    let marked = |id| NetworkState {
+        connectivity: Connectivity::DUAL_STACK,
+        id: NetworkId(id),
+    };
+    *a.inner.detected.lock().unwrap() = Some((t0 + NETWORK_TTL, marked(0xa)));
+    *b.inner.detected.lock().unwrap() = Some((t0 + NETWORK_TTL, marked(0xb)));
+    for _ in 0..2 {
+        assert_eq!(a.inner.network(t0).id, NetworkId(0xa));
+        assert_eq!(b.inner.network(t0).id, NetworkId(0xb));
+    }
+    // The copy expires with the reading it copies.
+    assert_ne!(a.inner.network(t0 + NETWORK_TTL).id, NetworkId(0xa));
+}
+
 /// Built with no crypto backend (`--no-default-features`; CI runs it so) and with no
 /// process-wide provider, a connector cannot do TLS, and says how to fix it.
 #[cfg(not(any(feature = "aws-lc-rs", feature = "ring")))]

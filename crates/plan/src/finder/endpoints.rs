@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use fastfallback_proto::{Family, Instant, TransportKind};
 use fastfallback_route::order::{OrderContext, Orderable, order};
-use fastfallback_route::{Source, SourceOf};
+use fastfallback_route::{Candidate, Source, SourceOf};
+use smallvec::SmallVec;
 
 use super::FastFallbackExchangeFinder;
 use super::rare::Rare;
@@ -137,6 +138,44 @@ fn merge_transports(
     out.into_iter()
 }
 
+/// Adds candidate `c`'s endpoint to `target` over `transport` to the list, or marks the one
+/// already there as listed again with the candidate's group and TLS step. Returns whether
+/// the list changed in a way that calls for ordering it again. The same address, port and
+/// transport in two groups is tried once, in the first.
+fn upsert(
+    endpoints: &mut SmallVec<[Endpoint; 2]>,
+    c: &Candidate<'_>,
+    target: SocketAddr,
+    transport: TransportKind,
+    tls_variant: u16,
+) -> bool {
+    let same = |e: &&mut Endpoint| e.target == target && e.transport == transport;
+    match endpoints.iter_mut().find(same) {
+        Some(e) if e.listed => false,
+        Some(e) => {
+            let moved = e.group != c.group;
+            e.group = c.group;
+            e.tls_variant = tls_variant;
+            e.without_svcb = c.without_svcb;
+            e.listed = true;
+            moved
+        }
+        None => {
+            endpoints.push(Endpoint {
+                logical: c.ip,
+                target,
+                tried: false,
+                group: c.group,
+                without_svcb: c.without_svcb,
+                tls_variant,
+                listed: true,
+                transport,
+            });
+            true
+        }
+    }
+}
+
 impl FastFallbackExchangeFinder {
     // ---- getters ----
 
@@ -179,32 +218,7 @@ impl FastFallbackExchangeFinder {
                     Some(base) => tls_variant(base, rare, c.ech, transport),
                     None => 0,
                 };
-                let same = |e: &&mut Endpoint| e.target == target && e.transport == transport;
-                match endpoints.iter_mut().find(same) {
-                    // The same address, port and transport in two groups is tried once, in
-                    // the first.
-                    Some(e) if e.listed => {}
-                    Some(e) => {
-                        changed |= e.group != c.group;
-                        e.group = c.group;
-                        e.tls_variant = variant;
-                        e.without_svcb = c.without_svcb;
-                        e.listed = true;
-                    }
-                    None => {
-                        endpoints.push(Endpoint {
-                            logical: c.ip,
-                            target,
-                            tried: false,
-                            group: c.group,
-                            without_svcb: c.without_svcb,
-                            tls_variant: variant,
-                            listed: true,
-                            transport,
-                        });
-                        changed = true;
-                    }
-                }
+                changed |= upsert(endpoints, &c, target, transport, variant);
             };
             if c.tcp {
                 add(TransportKind::Tcp);
