@@ -155,7 +155,7 @@ impl FastFallbackExchangeFinder {
         let deadline = self
             .timers
             .get(Timer::Deadline)
-            .unwrap_or(now + self.policy.connect_timeout);
+            .unwrap_or_else(|| now + self.policy.connect_timeout);
         let timeout_at = (now + self.policy.attempt_timeout).min(deadline);
         self.live += 1;
         self.attempts.0.push(AttemptRecord {

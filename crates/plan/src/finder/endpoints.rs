@@ -244,14 +244,15 @@ impl FastFallbackExchangeFinder {
     /// Sorts the endpoints: group by group (RFC 9460 §2.4.1, HEv3 §4.3: a service's
     /// endpoints before those of the next), each group by RFC 6724 and route memory.
     pub(super) fn reorder(&mut self, now: Instant) {
-        let ctx = OrderContext {
-            memory: Some(&self.memory).filter(|m| m.is_enabled()),
-            preference: self.policy.family,
-            preferred_family_count: self.policy.preferred_family_count,
-            slower_margin: self.policy.min_attempt_delay,
-            now,
-        };
+        // One endpoint (every literal's) has nothing to be ordered against.
         if self.endpoints.len() > 1 {
+            let ctx = OrderContext {
+                memory: Some(&self.memory).filter(|m| m.is_enabled()),
+                preference: self.policy.family,
+                preferred_family_count: self.policy.preferred_family_count,
+                slower_margin: self.policy.min_attempt_delay,
+                now,
+            };
             let first = self.endpoints[0].group;
             let tcp_only = self
                 .endpoints

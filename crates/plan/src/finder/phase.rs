@@ -105,8 +105,9 @@ impl RacePhase {
     /// and `true`. Any other phase, or another attempt's end, leaves the phase as it is and
     /// gives `false`: attempts end in every phase, and only the owner's end moves it.
     pub(super) fn owner_ended(&mut self, id: AttemptId) -> bool {
+        // Most ends are not the owner's: they ask nothing of `go`, and build no refusal.
         let owned = matches!(self, Self::TlsOwner(owner) if *owner == id);
-        self.go(owned, Self::Racing).is_ok()
+        owned && self.go(owned, Self::Racing).is_ok()
     }
 
     /// The race won with `winner` at `at`, from any running phase: `→ Won`.

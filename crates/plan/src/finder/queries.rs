@@ -164,18 +164,15 @@ impl FastFallbackExchangeFinder {
 
     // ---- internals ----
 
-    /// The next of the queries sent at the start that has not gone out yet.
+    /// The next of the queries sent at the start that has not gone out yet. They fill
+    /// `queries` from its start, so the first empty slot ends them.
     pub(super) fn next_initial_query(&mut self) -> Option<QueryKind> {
         if !self.queries_sent {
             return None;
         }
-        while let Some(slot) = self.queries.get(usize::from(self.queries_out)) {
-            self.queries_out += 1;
-            if let Some(q) = *slot {
-                return Some(q);
-            }
-        }
-        None
+        let q = (*self.queries.get(usize::from(self.queries_out))?)?;
+        self.queries_out += 1;
+        Some(q)
     }
 
     pub(super) fn try_move_on(&mut self, now: Instant) {
