@@ -55,14 +55,14 @@ impl Orderable for Sourced {
     }
 }
 
-/// `items` in the order [`order`] puts them, each with the source the driver found for it.
-fn ordered(items: Vec<Endpoint>, sources: &[SourceOf], ctx: &OrderContext<'_>) -> Vec<Endpoint> {
-    let sourced = items.into_iter().map(|endpoint| Sourced {
-        source: source_of(sources, endpoint.logical),
-        endpoint,
-    });
-    let sorted = order(sourced.collect(), ctx);
-    sorted.into_iter().map(|s| s.endpoint).collect()
+impl Sourced {
+    /// `endpoint` with the source the driver found for it.
+    fn new(endpoint: Endpoint, sources: &[SourceOf]) -> Self {
+        Self {
+            source: source_of(sources, endpoint.logical),
+            endpoint,
+        }
+    }
 }
 
 /// The source the driver found for `dst`. Loopback destinations use themselves (RFC 6724 §6
@@ -112,11 +112,7 @@ fn tls_variant(
 /// in the order `order` says (profile P11): the two transports alternating, `lead` first on
 /// each address, or every `lead` endpoint first. QUIC leads unless route memory says it is
 /// broken for the origin, and then TCP does.
-fn merge_transports(
-    lead: Vec<Endpoint>,
-    follow: Vec<Endpoint>,
-    order: QuicOrder,
-) -> impl Iterator<Item = Endpoint> {
+fn merge_transports<T>(lead: Vec<T>, follow: Vec<T>, order: QuicOrder) -> impl Iterator<Item = T> {
     let mut out = Vec::with_capacity(lead.len() + follow.len());
     match order {
         QuicOrder::QuicFirst => {
@@ -259,8 +255,11 @@ impl FastFallbackExchangeFinder {
                 .iter()
                 .all(|e| e.transport == TransportKind::Tcp);
             if tcp_only && self.endpoints.iter().all(|e| e.group == first) {
-                let sorted = ordered(self.endpoints.drain(..).collect(), &self.sources, &ctx);
-                self.endpoints.extend(sorted);
+                let sources = &self.sources;
+                let sourced = self.endpoints.drain(..).map(|e| Sourced::new(e, sources));
+                let sorted = order(sourced.collect(), &ctx);
+                self.endpoints
+                    .extend(sorted.into_iter().map(|s| s.endpoint));
             } else {
                 let quic_order = self.policy.quic_order;
                 // Broken-QUIC memory (HEv3 §5.3, R-21): TCP leads; QUIC still follows it.
@@ -271,18 +270,19 @@ impl FastFallbackExchangeFinder {
                     let g = all[0].group;
                     let n = all.iter().take_while(|e| e.group == g).count();
                     let rest = all.split_off(n);
+                    let sources = &self.sources;
                     let (quic, tcp) = all
                         .into_iter()
-                        .partition(|e| e.transport == TransportKind::Quic);
-                    let sources = &self.sources;
-                    let (quic, tcp) = (ordered(quic, sources, &ctx), ordered(tcp, sources, &ctx));
+                        .map(|e| Sourced::new(e, sources))
+                        .partition(|s| s.endpoint.transport == TransportKind::Quic);
+                    let (quic, tcp) = (order(quic, &ctx), order(tcp, &ctx));
                     let (lead, follow) = if quic_broken {
                         (tcp, quic)
                     } else {
                         (quic, tcp)
                     };
-                    self.endpoints
-                        .extend(merge_transports(lead, follow, quic_order));
+                    let merged = merge_transports(lead, follow, quic_order);
+                    self.endpoints.extend(merged.map(|s| s.endpoint));
                     all = rest;
                 }
             }
