@@ -9,7 +9,12 @@
 //!   DNS server on loopback (`LoopbackDns`) by hickory set up the same way on both sides (its
 //!   cache on: after the first connects both read their answers from it). We ask AAAA and A
 //!   apart; hyper-util gets hickory's `lookup_ip`. The scenarios bench's name row, counted;
-//! - hyper-util's `HttpConnector` and a raw tokio connect.
+//! - hyper-util's `HttpConnector` and a raw tokio connect;
+//! - `race-only`: the sans-IO race of a `fastfallback-bare` connect alone, on virtual time,
+//!   with no socket and no runtime (built, its attempt started and reported connected, the
+//!   win polled, dropped). Its count carries none of the allocator-layout noise that the
+//!   socket's allocation brings to the connect rows (docs/benchmarks.md), so it shows a
+//!   change to the race itself to the instruction.
 //!
 //! ```text
 //! cargo bench -p fastfallback-benches --bench instructions
@@ -44,7 +49,7 @@ use fastfallback_net::{Connector, SocketOptions, StaticResolver};
 use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-const CONTENDERS: [&str; 7] = [
+const CONTENDERS: [&str; 8] = [
     "fastfallback-bare",
     "fastfallback",
     "fastfallback-name",
@@ -52,6 +57,7 @@ const CONTENDERS: [&str; 7] = [
     "hyper-util",
     "hyper-util-hickory",
     "tokio",
+    "race-only",
 ];
 
 fn main() {
@@ -251,6 +257,10 @@ fn child(who: &str, n: usize, in_flight: usize) {
             drop(s);
         }
     });
+    if who == "race-only" {
+        race_only(addr, n, in_flight);
+        return;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -353,6 +363,55 @@ fn child(who: &str, n: usize, in_flight: usize) {
             }
         }
     });
+}
+
+/// `n` races of a `fastfallback-bare` connect to `addr` through the sans-IO race alone, on
+/// virtual time, `in_flight` alive at a time: each is built as the driver builds it for a
+/// loopback literal (its network dual-stack, route memory off), starts its attempt, and once
+/// `in_flight` newer ones have started, hears that the attempt connected, yields its win and
+/// is dropped.
+fn race_only(addr: SocketAddr, n: usize, in_flight: usize) {
+    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
+    use fastfallback_proto::{AttemptEvent, AttemptId, Instant, Output};
+    use fastfallback_route::{Address, Connectivity, MemoryView};
+
+    fn finish(mut race: Box<FastFallbackExchangeFinder>, id: AttemptId, now: Instant) {
+        race.handle_attempt(id, AttemptEvent::Connected(None), now);
+        let won = race.poll_output(now);
+        assert!(matches!(won, Some(Output::Done(_))), "{won:?}");
+    }
+
+    let policy = std::sync::Arc::new(FallbackPolicy::default());
+    let address = Address::parse(&addr.to_string()).expect("address");
+    let mut live = std::collections::VecDeque::with_capacity(in_flight);
+    counting_starts_here();
+    for k in 1..=n as u64 {
+        let now = Instant::from_millis(k);
+        let input = RaceInput {
+            connectivity: Connectivity::DUAL_STACK,
+            memory: MemoryView::disabled(),
+            seed: k,
+            waiting: false,
+            alternatives: Vec::new(),
+        };
+        let policy = std::sync::Arc::clone(&policy);
+        let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
+        let Some(Output::StartAttempt { id, .. }) = race.poll_output(now) else {
+            panic!("a literal's race starts its attempt at once");
+        };
+        assert_eq!(race.poll_output(now), None);
+        std::hint::black_box(race.poll_timeout());
+        live.push_back((race, id));
+        if live.len() >= in_flight
+            && let Some((race, id)) = live.pop_front()
+        {
+            finish(race, id, now);
+        }
+    }
+    let end = Instant::from_millis(n as u64 + 1);
+    for (race, id) in live {
+        finish(race, id, end);
+    }
 }
 
 /// Where callgrind's counts start (`--zero-before`): everything before, the contender's set-up
