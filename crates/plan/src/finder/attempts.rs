@@ -55,7 +55,11 @@ impl FastFallbackExchangeFinder {
                 if self.attempts[i].tcp_connected.is_none() {
                     self.note_tcp(i, now);
                 }
-                self.attempts[i].alpn = alpn;
+                // An attempt connects once, so its record holds no protocol yet; a plain TCP
+                // connect brings none either, and leaves the record as it is.
+                if alpn.is_some() {
+                    self.attempts[i].alpn = alpn;
+                }
                 self.win(Winner::Attempt(id), Some(i), now);
             }
             AttemptEvent::Failed { error, follow_up } => {

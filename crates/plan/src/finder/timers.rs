@@ -147,12 +147,11 @@ impl FastFallbackExchangeFinder {
         self.timers.set(Timer::ResolutionDelay, rd);
         // The HTTPS wait: `https_wait` after the first positive answer (never before the
         // Resolution Delay ends), while an ECH-capable race's HTTPS answer is pending.
-        let wait = self.policy.https_wait.max(self.policy.resolution_delay);
         let https_wait = self
             .resolution
             .first_positive_at()
             .filter(|_| self.resolution.holds_tls() && !self.policy.protected_dns)
-            .map(|t| t + wait);
+            .map(|t| t + self.policy.https_wait.max(self.policy.resolution_delay));
         self.timers.set(Timer::HttpsWait, https_wait);
         let next = (matches!(self.phase, RacePhase::Racing) && self.has_candidate())
             .then(|| self.launch_gate());
