@@ -291,16 +291,14 @@ impl FastFallbackExchangeFinder {
     /// after an input or a fired timer, so calling this again without either costs nothing.
     pub fn poll_output(&mut self, now: Instant) -> Option<Output<ConnectPlan>> {
         let now = self.clock(now);
-        if let Some(q) = self.next_initial_query() {
-            return Some(Output::StartQuery(Query::origin(q)));
-        }
-        if self.out.is_empty() && self.needs_decision {
+        if self.needs_decision && self.out.is_empty() {
             self.needs_decision = false;
             self.decide(now);
             self.rearm();
-            if let Some(q) = self.next_initial_query() {
-                return Some(Output::StartQuery(Query::origin(q)));
-            }
+        }
+        // The first queries go out ahead of everything the decisions queued.
+        if let Some(q) = self.next_initial_query() {
+            return Some(Output::StartQuery(Query::origin(q)));
         }
         self.out.pop_front()
     }
