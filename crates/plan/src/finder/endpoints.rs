@@ -78,9 +78,8 @@ fn source_of(sources: &[SourceOf], dst: IpAddr) -> Option<Source> {
 
 /// The TLS step variant for an endpoint over `transport` of a service with ECH configuration
 /// `ech`: 0 is the race's own step (TCP, no ECH); any other is the `n`-th of the race's extra
-/// steps ([`Rare::tls_steps`], made in `rare` if it was not yet), added
-/// when it is first needed. A QUIC step offers `h3` alone (HEv3 §6.2, R-35: one ALPN list
-/// per transport).
+/// steps ([`Rare::tls_steps`]), added when it is first needed (and the rare parts with it).
+/// A QUIC step offers `h3` alone (HEv3 §6.2, R-35: one ALPN list per transport).
 fn tls_variant(
     base: &Arc<TlsStep>,
     rare: &mut Option<Box<Rare>>,
