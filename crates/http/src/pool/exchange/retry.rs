@@ -1,8 +1,7 @@
 //! Sending an HTTP/2 or HTTP/3 request once more, through the pool, when the server never
 //! processed it (RFC 9113 §8.7, RFC 9114 §4.1.1) or a coalesced connection turned out to be
 //! the wrong one (RFC 9110 §15.5.20), or a request sent in 0-RTT was answered 425 Too Early
-//! (RFC 8470 §5.2). Once only: the second answer, whatever it is, is the
-//! caller's.
+//! (RFC 8470 §5.2). Once only: the second answer, whatever it is, is the caller's.
 
 use std::sync::Arc;
 
