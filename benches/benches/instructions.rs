@@ -396,7 +396,7 @@ fn race_only(addr: SocketAddr, n: usize, in_flight: usize) {
         };
         let policy = std::sync::Arc::clone(&policy);
         let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
-        let Some(Output::StartAttempt { id, .. }) = race.poll_output(now) else {
+        let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
             panic!("a literal's race starts its attempt at once");
         };
         assert_eq!(race.poll_output(now), None);

@@ -271,7 +271,7 @@ fn a_loopback_literals_race_learns_nothing_and_a_documentation_literals_failure_
         );
         let id = loop {
             match race.poll_output(Instant::ZERO) {
-                Some(Output::StartAttempt { id, .. }) => break id,
+                Some(Output::StartAttempt { id }) => break id,
                 Some(_) => {}
                 None => panic!("a literal's race starts its attempt at once"),
             }

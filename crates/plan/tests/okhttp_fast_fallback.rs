@@ -301,9 +301,9 @@ fn stale_result_of_a_cancelled_plan_is_ignored() {
         }
         std::iter::from_fn(|| race.poll_output(now)).collect::<Vec<_>>()
     };
-    let started = |outs: Vec<Output<_>>| {
+    let started = |outs: Vec<Output>| {
         outs.into_iter().find_map(|o| match o {
-            Output::StartAttempt { id, .. } => Some(id),
+            Output::StartAttempt { id } => Some(id),
             _ => None,
         })
     };

@@ -47,7 +47,7 @@ fn two_attempts() -> (FastFallbackExchangeFinder, AttemptId, AttemptId) {
 
 fn started(race: &mut FastFallbackExchangeFinder, now: Instant) -> AttemptId {
     match race.poll_output(now) {
-        Some(Output::StartAttempt { id, .. }) => id,
+        Some(Output::StartAttempt { id }) => id,
         other => panic!("expected a start, got {other:?}"),
     }
 }

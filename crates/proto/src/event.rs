@@ -86,28 +86,29 @@ pub enum Winner {
 }
 
 /// What the race asks of its driver. Drain with `poll_output` until it returns `None`.
+///
+/// An output names an attempt by its id and carries no copy of its plan: the race's record
+/// of the attempt holds the plan (`FastFallbackExchangeFinder::attempt` in
+/// `fastfallback-plan`), and a driver reads it there. An output is therefore a few words,
+/// cheap to queue and to hand over.
 #[derive(Clone, Debug, Eq, PartialEq)]
 #[must_use]
-pub enum Output<P> {
+pub enum Output {
     /// Send this DNS query now.
     StartQuery(Query),
     /// Stop waiting for this query: its answer can no longer matter.
     CancelQuery(Query),
-    /// Start this plan now.
+    /// Start attempt `id` now, on the plan the race's record of it holds.
     StartAttempt {
         /// The attempt's id.
         id: AttemptId,
-        /// What to do.
-        plan: P,
     },
     /// Go on with an attempt whose plan held its TLS step after TCP (until the HTTPS answer
-    /// was in): run the rest of `plan`, which replaces the one it started with (its TLS step
-    /// may now carry the ECH configuration that answer brought).
+    /// was in): run the rest of its plan, which the race has just decided again (its TLS
+    /// step may now carry the ECH configuration that answer brought).
     ResumeAttempt {
         /// The attempt.
         id: AttemptId,
-        /// Its plan, as decided now.
-        plan: P,
     },
     /// The attempt's TLS step may start now: its TCP handshake (and its proxy tunnel, if its
     /// plan has one) is done, and its plan does not hold TLS. A driver that runs each step only
@@ -124,6 +125,7 @@ pub enum Output<P> {
     },
     /// The race is won. Every loser was cancelled by `CancelAttempt` outputs just before this.
     Done(Winner),
-    /// The race is lost; every cause is inside.
-    Failed(RaceError),
+    /// The race is lost; every cause is inside. Boxed: a race fails once, and every other
+    /// output stays small.
+    Failed(Box<RaceError>),
 }

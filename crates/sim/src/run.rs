@@ -386,7 +386,12 @@ impl<'a> Player<'a> {
                         .retain(|_, i| !matches!(i, Input::Dns(q, _) if *q == query));
                     self.events.push(Event::DnsCancelled { t: now, query });
                 }
-                Output::StartAttempt { id, plan } => {
+                Output::StartAttempt { id } => {
+                    // The race's record of the attempt holds its plan; a copy is kept here,
+                    // as the scripted events that follow borrow the run mutably.
+                    let Some(plan) = self.race.attempt(id).map(|a| a.plan.clone()) else {
+                        continue;
+                    };
                     self.events.push(Event::AttemptStart {
                         t: now,
                         id,
@@ -429,11 +434,12 @@ impl<'a> Player<'a> {
                         self.push(t, input);
                     }
                 }
-                Output::ResumeAttempt { id, plan } => {
+                Output::ResumeAttempt { id } => {
+                    let plan = self.race.attempt(id).map(|a| a.plan.to_string());
                     self.events.push(Event::AttemptResumed {
                         t: now,
                         id,
-                        plan: plan.to_string(),
+                        plan: plan.unwrap_or_default(),
                     });
                     for (after, input) in self.held.remove(&id).unwrap_or_default() {
                         self.push(now + after, input);
@@ -460,7 +466,10 @@ impl<'a> Player<'a> {
                     }
                 }
                 Output::Failed(error) => {
-                    self.events.push(Event::Failed { t: now, error });
+                    self.events.push(Event::Failed {
+                        t: now,
+                        error: *error,
+                    });
                 }
             }
         }

@@ -246,8 +246,16 @@ impl Race {
         self.running[i].step = Step::Tls(Box::pin(after.run(transport)));
     }
 
-    /// Starts attempt `id` on `plan`: its step, its span, and the listeners' event.
-    pub(super) fn start_attempt(&mut self, id: AttemptId, plan: &ConnectPlan) {
+    /// Starts attempt `id` on the plan the race's record of it holds: its step, its span, and
+    /// the listeners' event.
+    pub(super) fn start_attempt(&mut self, id: AttemptId) {
+        let Some(plan) = self.plan_of(id) else {
+            debug_assert!(
+                false,
+                "the race started attempt {id} without a record of it"
+            );
+            return;
+        };
         let early = self.pool.as_ref().and_then(|p| p.link.early.as_ref());
         let running = Self::running(&self.inner, self.listeners(), early, id, plan);
         self.running.push(running);

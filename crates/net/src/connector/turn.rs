@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
-use fastfallback_plan::{ConnectPlan, SpareWinners};
+use fastfallback_plan::SpareWinners;
 use fastfallback_proto::{AttemptEvent, CancelReason, DnsAnswer, Instant, Output, Winner};
 use fastfallback_route::Host;
 
@@ -37,7 +37,7 @@ impl Race {
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
-    pub(super) fn act(&mut self, out: Output<ConnectPlan>, t: Instant) -> Option<Ending> {
+    pub(super) fn act(&mut self, out: Output, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(query) => {
                 if self.log.capacity() == 0
@@ -72,7 +72,7 @@ impl Race {
                     q.pending = None;
                 }
             }
-            Output::StartAttempt { id, plan } => self.start_attempt(id, &plan),
+            Output::StartAttempt { id } => self.start_attempt(id),
             Output::CancelAttempt { id, reason } => {
                 tracing::debug!(%id, %reason, "attempt cancelled");
                 // Kept for the pool: an attempt overtaken by a connection that carries one
@@ -120,14 +120,16 @@ impl Race {
                     self.finished = None;
                 }
             }
-            Output::ResumeAttempt { id, plan } => {
+            Output::ResumeAttempt { id } => {
                 let i = self.running.iter().position(|r| r.id == id)?;
                 let Step::Held(transport) = &mut self.running[i].step else {
                     return None;
                 };
                 let transport = *transport.take()?;
-                // The race's record of the attempt carries the same plan.
-                tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
+                // The race's record of the attempt holds the plan as decided now.
+                if let Some(plan) = self.plan_of(id) {
+                    tracing::debug!(%id, %plan, "TLS goes ahead: the HTTPS answer is in");
+                }
                 self.start_after_tcp(i, transport);
             }
             // This driver goes on to TLS by itself as soon as TCP (or the tunnel) is done, in
@@ -135,7 +137,7 @@ impl Race {
             Output::StartTls(_) => {}
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
-            Output::Failed(error) => return Some(Ending::Failed(error)),
+            Output::Failed(error) => return Some(Ending::Failed(*error)),
         }
         None
     }

@@ -164,7 +164,7 @@ impl FastFallbackExchangeFinder {
         self.live += 1;
         self.attempts.0.push(AttemptRecord {
             id,
-            plan: plan.clone(),
+            plan,
             started: now,
             tcp_connected: None,
             ended: None,
@@ -179,7 +179,7 @@ impl FastFallbackExchangeFinder {
             latest: Some(id),
             next_at: Some(now + cad),
         };
-        self.out.push_back(Output::StartAttempt { id, plan });
+        self.out.push_back(Output::StartAttempt { id });
         true
     }
 
@@ -343,7 +343,7 @@ mod tests {
         let input = RaceInput::new(Connectivity::DUAL_STACK);
         let mut race =
             FastFallbackExchangeFinder::new(addr, FallbackPolicy::default(), input, ms(0));
-        let Some(Output::StartAttempt { id, .. }) = race.poll_output(ms(0)) else {
+        let Some(Output::StartAttempt { id }) = race.poll_output(ms(0)) else {
             panic!("no start");
         };
         assert_eq!(race.poll_output(ms(0)), None);

@@ -89,7 +89,7 @@ pub use phase::RacePhase;
 
 use crate::answers::Answers;
 use crate::timer::{Timer, TimerTable};
-use crate::{ConnectPlan, FallbackPolicy, TlsStep};
+use crate::{FallbackPolicy, TlsStep};
 use endpoints::Endpoint;
 use out::OutQueue;
 use pacing::Pacing;
@@ -114,7 +114,9 @@ use pacing::Pacing;
 /// let t20 = Instant::from_millis(20);
 /// let answer = DnsAnswer::Addresses(vec!["2001:db8::a".parse().unwrap()]);
 /// race.handle_dns(aaaa, &answer, Vec::new(), t20);
-/// let Some(Output::StartAttempt { id, plan }) = race.poll_output(t20) else { panic!() };
+/// let Some(Output::StartAttempt { id }) = race.poll_output(t20) else { panic!() };
+/// // The race's record of the attempt holds its plan.
+/// let plan = &race.attempt(id).unwrap().plan;
 /// assert_eq!(plan.route.target.to_string(), "[2001:db8::a]:80");
 ///
 /// let t40 = Instant::from_millis(40);
@@ -289,7 +291,7 @@ impl FastFallbackExchangeFinder {
 
     /// The next thing for the driver to do at `now`, if any. The race decides what to do only
     /// after an input or a fired timer, so calling this again without either costs nothing.
-    pub fn poll_output(&mut self, now: Instant) -> Option<Output<ConnectPlan>> {
+    pub fn poll_output(&mut self, now: Instant) -> Option<Output> {
         let now = self.clock(now);
         if self.needs_decision && self.out.is_empty() {
             self.needs_decision = false;

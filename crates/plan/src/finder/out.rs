@@ -2,21 +2,19 @@
 
 use fastfallback_proto::Output;
 
-use crate::ConnectPlan;
-
 /// The race's outputs waiting to be polled, first in first out. Most turns produce one: it
 /// waits in `first`, and only a turn that produces more uses `rest` (allocated then). `rest`
 /// holds a handful at most, so it is a `Vec` taken from the front, 8 bytes smaller than a
 /// `VecDeque`.
 #[derive(Clone, Debug, Default)]
 pub(super) struct OutQueue {
-    first: Option<Output<ConnectPlan>>,
-    rest: Vec<Output<ConnectPlan>>,
+    first: Option<Output>,
+    rest: Vec<Output>,
 }
 
 impl OutQueue {
     /// Queues `out` behind every output already waiting.
-    pub(super) fn push_back(&mut self, out: Output<ConnectPlan>) {
+    pub(super) fn push_back(&mut self, out: Output) {
         // `first` is the head of the queue: it may take a new output only when it is empty.
         if self.first.is_none() && self.rest.is_empty() {
             self.first = Some(out);
@@ -26,7 +24,7 @@ impl OutQueue {
     }
 
     /// Takes the oldest output waiting.
-    pub(super) fn pop_front(&mut self) -> Option<Output<ConnectPlan>> {
+    pub(super) fn pop_front(&mut self) -> Option<Output> {
         if self.first.is_some() {
             return self.first.take();
         }
@@ -44,7 +42,7 @@ mod tests {
     use super::*;
     use fastfallback_proto::{Query, QueryKind};
 
-    fn query(kind: QueryKind) -> Output<ConnectPlan> {
+    fn query(kind: QueryKind) -> Output {
         Output::StartQuery(Query::origin(kind))
     }
 

@@ -120,7 +120,7 @@ impl FastFallbackExchangeFinder {
             .collect();
         self.cancel_queries();
         self.timers.stop_all();
-        self.out.push_back(Output::Failed(RaceError {
+        self.out.push_back(Output::Failed(Box::new(RaceError {
             kind,
             attempts,
             dns: self.resolution.errors().to_vec(),
@@ -131,6 +131,6 @@ impl FastFallbackExchangeFinder {
                 .map(|s| (s.what.clone(), s.why.clone()))
                 .collect(),
             skipped_more: u32::try_from(self.resolution.skipped_more()).unwrap_or(u32::MAX),
-        }));
+        })));
     }
 }

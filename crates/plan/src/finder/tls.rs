@@ -64,8 +64,7 @@ impl FastFallbackExchangeFinder {
         }
         a.plan.tls = tls;
         a.plan.hold_tls = false;
-        let (id, plan) = (a.id, a.plan.clone());
-        self.out.push_back(Output::ResumeAttempt { id, plan });
+        self.out.push_back(Output::ResumeAttempt { id: a.id });
     }
 
     /// Resumes every held attempt whose TCP handshake is done, once no HTTPS answer is
