@@ -129,3 +129,17 @@ pub enum Output {
     /// output stays small.
     Failed(Box<RaceError>),
 }
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+
+    /// Outputs are queued inside the race and handed over one by one, several per connect:
+    /// each names what it is about and carries no plan or error inline, so it moves in a few
+    /// registers. A variant that grew past a query (16 bytes) would show here.
+    #[test]
+    fn an_output_is_no_larger_than_a_query_and_its_tag() {
+        assert_eq!(size_of::<Query>(), 16);
+        assert!(size_of::<Output>() <= 24, "{}", size_of::<Output>());
+    }
+}
