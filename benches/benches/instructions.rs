@@ -14,7 +14,12 @@
 //!   with no socket and no runtime (built, its attempt started and reported connected, the
 //!   win polled, dropped). Its count carries none of the allocator-layout noise that the
 //!   socket's allocation brings to the connect rows (docs/benchmarks.md), so it shows a
-//!   change to the race itself to the instruction.
+//!   change to the race itself to the instruction;
+//! - `minimal-driver`: the same race driven on tokio by the least a driver can do: the race
+//!   built, its one attempt connected by tokio's own `TcpStream::connect`, the connect
+//!   reported, the win polled. No timer, network reading, route memory, report, listener or error mapping. Not
+//!   a connector anyone should use: the floor the driver's row can approach, so that the
+//!   driver's own cost (the bare row minus this one) is measured, not guessed.
 //!
 //! ```text
 //! cargo bench -p fastfallback-benches --bench instructions
@@ -49,7 +54,7 @@ use fastfallback_net::{Connector, SocketOptions, StaticResolver};
 use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 
-const CONTENDERS: [&str; 8] = [
+const CONTENDERS: [&str; 9] = [
     "fastfallback-bare",
     "fastfallback",
     "fastfallback-name",
@@ -58,6 +63,7 @@ const CONTENDERS: [&str; 8] = [
     "hyper-util-hickory",
     "tokio",
     "race-only",
+    "minimal-driver",
 ];
 
 fn main() {
@@ -313,6 +319,7 @@ fn child(who: &str, n: usize, in_flight: usize) {
                 })
                 .await;
             }
+            "minimal-driver" => minimal_driver(addr, n, in_flight).await,
             "tokio" => {
                 drive(n, in_flight, || async move {
                     drop(tokio::net::TcpStream::connect(addr).await.expect("connect"));
@@ -363,6 +370,53 @@ fn child(who: &str, n: usize, in_flight: usize) {
             }
         }
     });
+}
+
+/// `n` connects to `addr`, `in_flight` at a time, each a race driven by the least a driver can
+/// do (see the module docs): the race is built as the driver builds it for a loopback
+/// literal, and its clock is tokio's, turned into the race's as the driver turns it.
+async fn minimal_driver(addr: SocketAddr, n: usize, in_flight: usize) {
+    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
+    use fastfallback_proto::{AttemptEvent, Instant, Output};
+    use fastfallback_route::{Address, Connectivity, MemoryView};
+
+    let policy = &std::sync::Arc::new(FallbackPolicy::default());
+    let address = &Address::parse(&addr.to_string()).expect("address");
+    let epoch = tokio::time::Instant::now();
+    let clock = move || {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(epoch);
+        Instant::from_elapsed(std::time::Duration::from_secs(86_400) + elapsed)
+    };
+    let seed = &std::cell::Cell::new(0u64);
+    drive(n, in_flight, || async move {
+        let now = clock();
+        seed.set(seed.get() + 1);
+        let input = RaceInput {
+            connectivity: Connectivity::DUAL_STACK,
+            memory: MemoryView::disabled(),
+            seed: seed.get(),
+            waiting: false,
+            alternatives: Vec::new(),
+        };
+        let policy = std::sync::Arc::clone(policy);
+        let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
+        let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
+            panic!("a literal's race starts its attempt at once");
+        };
+        let target = race.attempt(id).expect("its record").plan.route.target;
+        assert_eq!(race.poll_output(now), None);
+        std::hint::black_box(race.poll_timeout());
+        // tokio's own connect, as the tokio row makes it: the driver adds nothing to it.
+        let stream = tokio::net::TcpStream::connect(target)
+            .await
+            .expect("connected");
+        let now = clock();
+        race.handle_attempt(id, AttemptEvent::Connected(None), now);
+        let won = race.poll_output(now);
+        assert!(matches!(won, Some(Output::Done(_))), "{won:?}");
+        drop(stream);
+    })
+    .await;
 }
 
 /// `n` races of a `fastfallback-bare` connect to `addr` through the sans-IO race alone, on
