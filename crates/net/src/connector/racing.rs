@@ -130,6 +130,7 @@ impl Future for Racing {
 
 impl Race {
     /// Starts a race at `t0` on `network`: the race, built in the future that runs it.
+    #[inline]
     pub(super) fn start(
         inner: Arc<Inner>,
         address: Address,
