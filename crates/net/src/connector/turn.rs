@@ -143,6 +143,7 @@ impl Race {
     }
 
     /// Closes whatever is left and turns the race into its result.
+    #[inline]
     pub(super) fn end(&mut self, ending: Ending, t: &mut Moment) -> Result<Raced, ConnectError> {
         if self.listeners().is_some() {
             for r in &self.running {
