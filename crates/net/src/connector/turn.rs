@@ -244,6 +244,7 @@ impl Race {
     }
 
     /// Polls everything but the timer: the pool's offers, the queries and the attempts.
+    #[inline]
     pub(super) fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
         if let Some(pool) = &mut self.pool
             && let Poll::Ready(Some(offer)) = pool.link.offers.poll_recv(cx)
