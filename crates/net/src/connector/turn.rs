@@ -96,7 +96,7 @@ impl Race {
                     // Kept: it finishes on its own after the race and may be pooled. For the
                     // call it is over.
                     let plan = plan.plan.clone();
-                    let spare = self.running.remove(at);
+                    let spare = take_running(&mut self.running, at);
                     if let Some(l) = pool.link.listeners.call.as_ref() {
                         l.event(&CallEvent::ConnectFailed {
                             attempt: id.get(),
@@ -293,7 +293,7 @@ impl Race {
     /// the race's finished attempt.
     #[inline]
     pub(super) fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
-        let id = self.running.remove(i).id;
+        let id = take_running(&mut self.running, i).id;
         self.attempt_connected(id, route);
         self.finished = Some((id, Stream::Plain(transport), None));
     }
@@ -378,7 +378,7 @@ impl Race {
                 }
             }
             Wake::Tls(i, Ok((stream, alpn))) => {
-                let done = self.running.remove(i);
+                let done = take_running(&mut self.running, i);
                 let id = done.id;
                 if let Some(l) = self.listeners() {
                     l.call(|| CallEvent::SecureConnectEnd {
@@ -394,7 +394,7 @@ impl Race {
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
             }
             Wake::Tcp(i, Err(error)) | Wake::Tunnel(i, Err(error)) | Wake::Tls(i, Err(error)) => {
-                let id = self.running.remove(i).id;
+                let id = take_running(&mut self.running, i).id;
                 tracing::debug!(%id, %error, "attempt failed");
                 let Some(failed) = self.plan_of(id) else {
                     return;
@@ -411,4 +411,16 @@ impl Race {
             }
         }
     }
+}
+
+/// Takes running attempt `i` out of `running`; the others keep their order. The last one (a
+/// race's only one, most often) is popped, which moves nothing else: `remove` would still call
+/// `memmove` for the empty tail.
+fn take_running(running: &mut smallvec::SmallVec<[Running; 1]>, i: usize) -> Running {
+    if i + 1 == running.len()
+        && let Some(last) = running.pop()
+    {
+        return last;
+    }
+    running.remove(i)
 }
