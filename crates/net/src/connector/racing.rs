@@ -152,18 +152,21 @@ impl Race {
             }
             _ => Vec::new(),
         };
-        let input = RaceInput {
-            connectivity: network.connectivity,
-            memory,
-            seed: inner.next_seed(),
-            waiting: link.as_ref().is_some_and(|l| l.waiting),
-            alternatives,
-        };
+        let (seed, at) = (inner.next_seed(), t0.at());
+        let waiting = link.as_ref().is_some_and(|l| l.waiting);
+        // The input is written where the call takes it: built beforehand, it would be copied
+        // there (152 bytes, a `memcpy` call).
         let state = RaceState::Built(FastFallbackExchangeFinder::boxed(
             address,
             Arc::clone(&inner.policy),
-            input,
-            t0.at(),
+            RaceInput {
+                connectivity: network.connectivity,
+                memory,
+                seed,
+                waiting,
+                alternatives,
+            },
+            at,
         ));
         // Built in its future: the race is not moved again once it runs.
         Racing {
