@@ -61,6 +61,7 @@ impl Moment {
     }
 
     /// The race clock's instant for this reading.
+    #[inline]
     pub(super) fn at(&mut self) -> Instant {
         *self.at.get_or_insert_with(|| race_time(self.reading))
     }
