@@ -203,15 +203,28 @@ impl Inner {
 
     /// Applies a race's lessons to route memory, and saves the memory file now and then. With
     /// `keep`, the lessons are also copied there (a pool race hands them to its followers).
+    /// Most races learn nothing (a loopback literal's never does): for them this is a check
+    /// where it is called, not a call.
+    #[inline]
     pub(super) fn learn(
         &self,
         network: NetworkId,
         finder: &mut FastFallbackExchangeFinder,
         keep: Option<&mut Vec<Lesson>>,
     ) {
-        let Some(db) = self.db.as_ref().filter(|_| finder.has_lessons()) else {
-            return;
-        };
+        if let Some(db) = self.db.as_ref().filter(|_| finder.has_lessons()) {
+            self.apply(db, network, finder, keep);
+        }
+    }
+
+    /// [`Self::learn`] for a race that learned something.
+    fn apply(
+        &self,
+        db: &Arc<RouteDatabase>,
+        network: NetworkId,
+        finder: &mut FastFallbackExchangeFinder,
+        keep: Option<&mut Vec<Lesson>>,
+    ) {
         let (address, lessons) = finder.take_lessons();
         let learned = match keep {
             Some(keep) => {
