@@ -230,8 +230,18 @@ fn connection(raced: Result<Raced, ConnectError>) -> Result<Connection, ConnectE
 /// Turns an interface name in a literal's zone into its index (RFC 4007 §11). The index is
 /// read from the calling thread's network namespace (`/proc/thread-self/net/if_inet6`, which
 /// lists every interface with IPv6, as a link-local zone needs).
-/// Changed in place: most addresses have no zone name, and then nothing moves.
+/// Changed in place: most addresses have no zone name, and then nothing moves, and the check
+/// is all a connect pays (inlined where it is called).
+#[inline]
 fn resolve_zone(address: &mut Address) -> Result<(), AddressError> {
+    match address.zone() {
+        Some(Zone::Name(_)) => resolve_zone_name(address),
+        _ => Ok(()),
+    }
+}
+
+/// [`resolve_zone`] for an address whose zone is an interface name.
+fn resolve_zone_name(address: &mut Address) -> Result<(), AddressError> {
     let Some(Zone::Name(name)) = address.zone() else {
         return Ok(());
     };

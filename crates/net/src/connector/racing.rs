@@ -108,7 +108,9 @@ impl Future for Racing {
                 let (race, t) = (&mut this.race, &mut this.t);
                 if let Some(ending) = race.turn(t) {
                     let result = race.end(ending, t);
-                    race.hand_over_spares();
+                    if race.pool.is_some() {
+                        race.hand_over_spares();
+                    }
                     return Poll::Ready(result);
                 }
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
