@@ -81,7 +81,18 @@ pub(super) enum Ending {
 impl Drop for Race {
     /// The caller dropped the connect future: every attempt's future goes with the race, and
     /// what the race learned until now still reaches route memory.
+    /// A race that ended has nothing left to do here: for it, this is one check, inlined.
+    #[inline]
     fn drop(&mut self) {
+        if matches!(self.state, RaceState::Built(_)) {
+            self.abandon();
+        }
+    }
+}
+
+impl Race {
+    /// Abandons a race still running (see [`Race`]'s `Drop`).
+    fn abandon(&mut self) {
         if let RaceState::Built(finder) = &mut self.state {
             finder.abandon(now());
             self.inner.learn(self.network.id, finder, None);
