@@ -32,10 +32,13 @@ pub(super) fn reading() -> tokio::time::Instant {
     tokio::time::Instant::now()
 }
 
-/// The race clock's instant for a [`reading`].
+/// The race clock's instant at the epoch.
+const AT_EPOCH: Instant = Instant::from_elapsed(CLOCK_BASE);
+
+/// The race clock's instant for a [`reading`]: the time since the epoch added to a constant
+/// in whole nanoseconds (adding the two `Duration`s first would normalise and check both).
 pub(crate) fn race_time(reading: tokio::time::Instant) -> Instant {
-    let elapsed = reading.saturating_duration_since(epoch());
-    Instant::from_elapsed(CLOCK_BASE + elapsed)
+    AT_EPOCH + reading.saturating_duration_since(epoch())
 }
 
 /// One reading of the clock, turned into the race clock's [`Instant`] only when something
