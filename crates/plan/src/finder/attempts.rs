@@ -92,6 +92,7 @@ impl FastFallbackExchangeFinder {
     }
 
     /// One attempt's record.
+    #[inline]
     pub fn attempt(&self, id: AttemptId) -> Option<&AttemptRecord> {
         self.attempts.get(Self::index_of(id))
     }
