@@ -132,12 +132,17 @@ impl TcpStep {
         }
     }
 
+    /// Polls the step, opening its socket first if it has not (the check is inlined: only
+    /// the first poll makes the call that opens it).
+    #[inline]
     pub(super) fn poll_step(
         &mut self,
         cx: &mut Context<'_>,
         options: &SocketOptions,
     ) -> Poll<Result<Transport, AttemptError>> {
-        self.start(options);
+        if matches!(self, Self::Unstarted(_)) {
+            self.start(options);
+        }
         Pin::new(self).poll(cx)
     }
 }
