@@ -116,6 +116,11 @@ impl SocketOptions {
 pub(crate) struct TcpConnect(Option<Result<TcpStream, AttemptError>>);
 
 impl TcpConnect {
+    /// Whether the connect has handed its stream over (or its failure): it holds nothing.
+    pub(crate) fn is_spent(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Opens the socket and sends the SYN. Must run inside a tokio runtime. A failure to
     /// start is kept and reported at the first poll, like any other failure.
     pub(crate) fn start(target: SocketAddr, options: &SocketOptions) -> Self {

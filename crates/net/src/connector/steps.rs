@@ -188,6 +188,14 @@ pub(super) struct Running {
     pub(super) span: Option<Box<tracing::Span>>,
 }
 
+impl Running {
+    /// Whether the attempt holds nothing any more: a default TCP connect that handed its
+    /// stream over, without a span.
+    pub(super) fn is_spent(&self) -> bool {
+        self.span.is_none() && matches!(&self.step, Step::Tcp(TcpStep::Direct(c)) if c.is_spent())
+    }
+}
+
 pub(super) enum Wake {
     /// The answer to query `i` of the race's log.
     Dns(usize, DnsAnswer),

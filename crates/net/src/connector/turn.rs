@@ -293,7 +293,13 @@ impl Race {
     /// the race's finished attempt.
     #[inline]
     pub(super) fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
-        let id = take_running(&mut self.running, i).id;
+        let done = take_running(&mut self.running, i);
+        let id = done.id;
+        if done.is_spent() {
+            // It holds nothing (its stream is `transport`): dropping it would only walk the
+            // drop glue of every kind of step to find that out.
+            std::mem::forget(done);
+        }
         self.attempt_connected(id, route);
         self.finished = Some((id, Stream::Plain(transport), None));
     }
