@@ -230,6 +230,7 @@ fn connection(raced: Result<Raced, ConnectError>) -> Result<Connection, ConnectE
 /// Turns an interface name in a literal's zone into its index (RFC 4007 §11). The index is
 /// read from the calling thread's network namespace (`/proc/thread-self/net/if_inet6`, which
 /// lists every interface with IPv6, as a link-local zone needs).
+///
 /// Changed in place: most addresses have no zone name, and then nothing moves, and the check
 /// is all a connect pays (inlined where it is called).
 #[inline]

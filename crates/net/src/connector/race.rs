@@ -81,6 +81,7 @@ pub(super) enum Ending {
 impl Drop for Race {
     /// The caller dropped the connect future: every attempt's future goes with the race, and
     /// what the race learned until now still reaches route memory.
+    ///
     /// A race that ended has nothing left to do here: for it, this is one check, inlined.
     #[inline]
     fn drop(&mut self) {

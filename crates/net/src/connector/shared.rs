@@ -203,6 +203,7 @@ impl Inner {
 
     /// Applies a race's lessons to route memory, and saves the memory file now and then. With
     /// `keep`, the lessons are also copied there (a pool race hands them to its followers).
+    ///
     /// Most races learn nothing (a loopback literal's never does): for them this is a check
     /// where it is called, not a call.
     #[inline]
