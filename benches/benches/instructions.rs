@@ -372,40 +372,75 @@ fn child(who: &str, n: usize, in_flight: usize) {
     });
 }
 
+/// The race of a `fastfallback-bare` connect to `address` at `now`, built as the driver builds
+/// it for a loopback literal (its network dual-stack, route memory off), with its one attempt
+/// started (the outputs drained, the timer read, as the driver does). Inlined, as the code
+/// it stands for was written out in each contender when their counts were reported.
+#[inline(always)]
+fn started_race(
+    address: &fastfallback_route::Address,
+    policy: &std::sync::Arc<fastfallback_plan::FallbackPolicy>,
+    seed: u64,
+    now: fastfallback_proto::Instant,
+) -> (
+    Box<fastfallback_plan::FastFallbackExchangeFinder>,
+    fastfallback_proto::AttemptId,
+) {
+    use fastfallback_plan::{FastFallbackExchangeFinder, RaceInput};
+    use fastfallback_proto::Output;
+    use fastfallback_route::{Connectivity, MemoryView};
+
+    let input = RaceInput {
+        connectivity: Connectivity::DUAL_STACK,
+        memory: MemoryView::disabled(),
+        seed,
+        waiting: false,
+        alternatives: Vec::new(),
+    };
+    let policy = std::sync::Arc::clone(policy);
+    let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
+    let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
+        panic!("a literal's race starts its attempt at once");
+    };
+    assert_eq!(race.poll_output(now), None);
+    std::hint::black_box(race.poll_timeout());
+    (race, id)
+}
+
+/// Hands `race` the connect of its attempt `id` at `now` and polls its win.
+#[inline(always)]
+fn won(
+    race: &mut fastfallback_plan::FastFallbackExchangeFinder,
+    id: fastfallback_proto::AttemptId,
+    now: fastfallback_proto::Instant,
+) {
+    use fastfallback_proto::{AttemptEvent, Output};
+
+    race.handle_attempt(id, AttemptEvent::Connected(None), now);
+    let won = race.poll_output(now);
+    assert!(matches!(won, Some(Output::Done(_))), "{won:?}");
+}
+
 /// `n` connects to `addr`, `in_flight` at a time, each a race driven by the least a driver can
-/// do (see the module docs): the race is built as the driver builds it for a loopback
-/// literal, and its clock is tokio's, turned into the race's as the driver turns it.
+/// do (see the module docs): the race is built as [`started_race`] builds it, and its clock is
+/// tokio's, turned into the race's as the driver turns it (from the same base).
 async fn minimal_driver(addr: SocketAddr, n: usize, in_flight: usize) {
-    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
-    use fastfallback_proto::{AttemptEvent, Instant, Output};
-    use fastfallback_route::{Address, Connectivity, MemoryView};
+    use fastfallback_plan::{FallbackPolicy, MAX_MEMORY_TTL};
+    use fastfallback_proto::Instant;
+    use fastfallback_route::Address;
 
     let policy = &std::sync::Arc::new(FallbackPolicy::default());
     let address = &Address::parse(&addr.to_string()).expect("address");
     let epoch = tokio::time::Instant::now();
     let clock = move || {
         let elapsed = tokio::time::Instant::now().saturating_duration_since(epoch);
-        Instant::from_elapsed(std::time::Duration::from_secs(86_400) + elapsed)
+        Instant::from_elapsed(MAX_MEMORY_TTL + elapsed)
     };
     let seed = &std::cell::Cell::new(0u64);
     drive(n, in_flight, || async move {
-        let now = clock();
         seed.set(seed.get() + 1);
-        let input = RaceInput {
-            connectivity: Connectivity::DUAL_STACK,
-            memory: MemoryView::disabled(),
-            seed: seed.get(),
-            waiting: false,
-            alternatives: Vec::new(),
-        };
-        let policy = std::sync::Arc::clone(policy);
-        let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
-        let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
-            panic!("a literal's race starts its attempt at once");
-        };
+        let (mut race, id) = started_race(address, policy, seed.get(), clock());
         let target = race.attempt(id).expect("its record").plan.route.target;
-        assert_eq!(race.poll_output(now), None);
-        std::hint::black_box(race.poll_timeout());
         // The socket as the driver opens it, registered with tokio and awaited writable.
         // tokio's connect functions are left to the tokio row alone: a second caller here
         // would change how the compiler builds them there.
@@ -423,30 +458,20 @@ async fn minimal_driver(addr: SocketAddr, n: usize, in_flight: usize) {
         std::future::poll_fn(|cx| stream.poll_write_ready(cx))
             .await
             .expect("connected");
-        let now = clock();
-        race.handle_attempt(id, AttemptEvent::Connected(None), now);
-        let won = race.poll_output(now);
-        assert!(matches!(won, Some(Output::Done(_))), "{won:?}");
+        won(&mut race, id, clock());
         drop(stream);
     })
     .await;
 }
 
 /// `n` races of a `fastfallback-bare` connect to `addr` through the sans-IO race alone, on
-/// virtual time, `in_flight` alive at a time: each is built as the driver builds it for a
-/// loopback literal (its network dual-stack, route memory off), starts its attempt, and once
-/// `in_flight` newer ones have started, hears that the attempt connected, yields its win and
-/// is dropped.
+/// virtual time, `in_flight` alive at a time: each is built and started ([`started_race`]),
+/// and once `in_flight` newer ones have started, hears that the attempt connected, yields its
+/// win and is dropped.
 fn race_only(addr: SocketAddr, n: usize, in_flight: usize) {
-    use fastfallback_plan::{FallbackPolicy, FastFallbackExchangeFinder, RaceInput};
-    use fastfallback_proto::{AttemptEvent, AttemptId, Instant, Output};
-    use fastfallback_route::{Address, Connectivity, MemoryView};
-
-    fn finish(mut race: Box<FastFallbackExchangeFinder>, id: AttemptId, now: Instant) {
-        race.handle_attempt(id, AttemptEvent::Connected(None), now);
-        let won = race.poll_output(now);
-        assert!(matches!(won, Some(Output::Done(_))), "{won:?}");
-    }
+    use fastfallback_plan::FallbackPolicy;
+    use fastfallback_proto::Instant;
+    use fastfallback_route::Address;
 
     let policy = std::sync::Arc::new(FallbackPolicy::default());
     let address = Address::parse(&addr.to_string()).expect("address");
@@ -454,30 +479,16 @@ fn race_only(addr: SocketAddr, n: usize, in_flight: usize) {
     counting_starts_here();
     for k in 1..=n as u64 {
         let now = Instant::from_millis(k);
-        let input = RaceInput {
-            connectivity: Connectivity::DUAL_STACK,
-            memory: MemoryView::disabled(),
-            seed: k,
-            waiting: false,
-            alternatives: Vec::new(),
-        };
-        let policy = std::sync::Arc::clone(&policy);
-        let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
-        let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
-            panic!("a literal's race starts its attempt at once");
-        };
-        assert_eq!(race.poll_output(now), None);
-        std::hint::black_box(race.poll_timeout());
-        live.push_back((race, id));
+        live.push_back(started_race(&address, &policy, k, now));
         if live.len() >= in_flight
-            && let Some((race, id)) = live.pop_front()
+            && let Some((mut race, id)) = live.pop_front()
         {
-            finish(race, id, now);
+            won(&mut race, id, now);
         }
     }
     let end = Instant::from_millis(n as u64 + 1);
-    for (race, id) in live {
-        finish(race, id, end);
+    for (mut race, id) in live {
+        won(&mut race, id, end);
     }
 }
 

@@ -85,20 +85,21 @@ impl Drop for Race {
     /// A race that ended has nothing left to do here: for it, this is one check, inlined.
     #[inline]
     fn drop(&mut self) {
-        if matches!(self.state, RaceState::Built(_)) {
-            self.abandon();
+        if let RaceState::Built(finder) = &mut self.state {
+            abandon(&self.inner, self.network.id, finder);
         }
     }
 }
 
-impl Race {
-    /// Abandons a race still running (see [`Race`]'s `Drop`).
-    fn abandon(&mut self) {
-        if let RaceState::Built(finder) = &mut self.state {
-            finder.abandon(now());
-            self.inner.learn(self.network.id, finder, None);
-        }
-    }
+/// Abandons a race still running (see [`Race`]'s `Drop`): its lessons still reach route
+/// memory.
+fn abandon(
+    inner: &Inner,
+    network: fastfallback_route::NetworkId,
+    finder: &mut FastFallbackExchangeFinder,
+) {
+    finder.abandon(now());
+    inner.learn(network, finder, None);
 }
 
 impl Race {

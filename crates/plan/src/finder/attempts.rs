@@ -105,6 +105,11 @@ impl FastFallbackExchangeFinder {
 
     /// Attempts in flight now.
     pub fn in_flight(&self) -> usize {
+        // Counted as attempts start and end; the count must agree with the records.
+        debug_assert_eq!(
+            self.live as usize,
+            self.attempts.iter().filter(|a| a.in_flight()).count()
+        );
         self.live as usize
     }
 

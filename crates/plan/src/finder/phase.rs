@@ -107,7 +107,7 @@ impl RacePhase {
     pub(super) fn owner_ended(&mut self, id: AttemptId) -> bool {
         // Most ends are not the owner's: they ask nothing of `go`, and build no refusal.
         let owned = matches!(self, Self::TlsOwner(owner) if *owner == id);
-        owned && self.go(owned, Self::Racing).is_ok()
+        owned && self.go(true, Self::Racing).is_ok()
     }
 
     /// The race won with `winner` at `at`, from any running phase: `→ Won`.
