@@ -122,7 +122,10 @@ impl Connector {
                 return connection(Box::pin(self.race_routes(address, None)).await.0);
             }
             resolve_zone(&mut address).map_err(ConnectError::InvalidAddress)?;
-            let start = self.inner.network_for_race().await;
+            let start = match self.inner.network_at_start() {
+                Ok(start) => start,
+                Err(network) => self.inner.with_nat64(network).await,
+            };
             let mut race = Race::start(Arc::clone(&self.inner), address, None, start);
             connection(race.run().await)
         }

@@ -33,8 +33,9 @@ pub(super) struct Race {
     /// Attempts in flight; the first is kept inline (most races never run two at once).
     pub(super) running: smallvec::SmallVec<[Running; 1]>,
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
-    /// so in the same turn (a finished attempt wins at once), so one slot is enough.
-    pub(super) finished: Option<(AttemptId, Stream, Option<Alpn>)>,
+    /// so in the same turn (a finished attempt wins at once), so one slot is enough. Its ALPN
+    /// is in the race's record of it.
+    pub(super) finished: Option<(AttemptId, Stream)>,
     /// The pool's side, for races run for it (boxed: most races have none).
     pub(super) pool: Option<Box<PoolSide>>,
 }

@@ -107,7 +107,7 @@ impl Future for Racing {
                 this.turn_due = false;
                 let (race, t) = (&mut this.race, &mut this.t);
                 if let Some(ending) = race.turn(t) {
-                    let result = race.end(ending, t);
+                    let result = race.end(ending);
                     if race.pool.is_some() {
                         race.hand_over_spares();
                     }
@@ -140,16 +140,17 @@ impl Race {
         (network, reading): (NetworkState, tokio::time::Instant),
     ) -> Racing {
         let mut t0 = Moment::of(reading);
+        let (host, port) = address.connect_host();
         // A literal's view needs no clock reading of its own.
-        let memory = match (&inner.db, address.connect_host()) {
-            (Some(db), (Host::Ip(ip), port)) => db.literal_view(SocketAddr::new(*ip, port)),
-            (Some(db), _) => db.view(network.id, &address, t0.at()),
+        let memory = match (&inner.db, host) {
+            (Some(db), Host::Ip(ip)) => db.literal_view(SocketAddr::new(*ip, port)),
+            (Some(db), Host::Name(_)) => db.view(network.id, &address, t0.at()),
             (None, _) => fastfallback_route::MemoryView::disabled(),
         };
         // Alt-Svc's HTTP/3 alternatives (RFC 7838): asked only by a connector that races
         // QUIC, so that no other connect pays for the look-up.
-        let alternatives = match (&inner.db, address.connect_host()) {
-            (Some(db), (Host::Name(_), _)) if inner.policy.quic => {
+        let alternatives = match (&inner.db, host) {
+            (Some(db), Host::Name(_)) if inner.policy.quic => {
                 db.alternatives(network.id, &address, t0.at())
             }
             _ => Vec::new(),

@@ -166,14 +166,35 @@ impl Inner {
     /// the host has IPv6 only and knows none (RFC 7050, HEv3 §8.1); and the instant the race
     /// starts (one clock reading serves both).
     pub(super) async fn network_for_race(&self) -> (NetworkState, tokio::time::Instant) {
-        let t = reading();
-        let mut network = self.network(t);
-        let c = &mut network.connectivity;
-        if c.needs_nat64_discovery() {
-            c.nat64 = self.nat64_prefix().await;
-            return (network, reading());
+        match self.network_at_start() {
+            Ok(start) => start,
+            Err(network) => self.with_nat64(network).await,
         }
-        (network, t)
+    }
+
+    /// [`Self::network_for_race`] without waiting: `Err` with the network when its NAT64
+    /// prefix must be discovered first ([`Self::with_nat64`]). Most connects need no
+    /// discovery, and then the caller has no future to build and poll.
+    #[inline]
+    pub(super) fn network_at_start(
+        &self,
+    ) -> Result<(NetworkState, tokio::time::Instant), NetworkState> {
+        let t = reading();
+        let network = self.network(t);
+        if network.connectivity.needs_nat64_discovery() {
+            return Err(network);
+        }
+        Ok((network, t))
+    }
+
+    /// `network` with its NAT64 prefix discovered, and the instant the race starts (after
+    /// the discovery).
+    pub(super) async fn with_nat64(
+        &self,
+        mut network: NetworkState,
+    ) -> (NetworkState, tokio::time::Instant) {
+        network.connectivity.nat64 = self.nat64_prefix().await;
+        (network, reading())
     }
 
     /// Asks the resolver for `ipv4only.arpa` AAAA (RFC 7050 §3: sent to the network's own

@@ -144,52 +144,31 @@ impl Race {
 
     /// Closes whatever is left and turns the race into its result.
     #[inline]
-    pub(super) fn end(&mut self, ending: Ending, t: &mut Moment) -> Result<Raced, ConnectError> {
-        if self.listeners().is_some() {
-            for r in &self.running {
-                let Some(route) = self.route_of(r.id) else {
-                    continue;
-                };
-                self.attempt_failed(r.id, route, &"cancelled: the race ended");
-            }
+    pub(super) fn end(&mut self, ending: Ending) -> Result<Raced, ConnectError> {
+        if !self.running.is_empty() {
+            self.close_running();
         }
-        self.running.clear();
         // The finished attempt's stream stays in its slot until the result takes it: moved
         // once, straight into the connection.
-        let won = matches!((&ending, &self.finished), (Ending::Won(id), Some((f, ..))) if f == id);
-        if !won {
-            self.finished = None;
-        }
-        let mut stream = None;
-        let (winner, alpn) = match &ending {
-            Ending::Won(id) => {
-                let Some((_, won_stream, alpn)) = self.finished.take() else {
-                    return Err(ConnectError::Internal("a winner without a stream"));
-                };
-                stream = Some(won_stream);
-                (Some(Winner::Attempt(*id)), alpn)
-            }
-            Ending::Pooled(id) => (Some(Winner::Pooled(*id)), None),
-            Ending::Failed(_) => (None, None),
+        let stream = match (&ending, self.finished.take()) {
+            (Ending::Won(id), Some((f, stream))) if f == *id => Some(stream),
+            _ => None,
         };
-        let story = match std::mem::replace(&mut self.state, RaceState::Ended) {
-            RaceState::Built(mut finder) => {
-                let keep = self.pool.as_mut().map(|p| &mut p.lessons);
-                self.inner.learn(self.network.id, &mut finder, keep);
-                match finder.dns_tail_deadline() {
-                    Some(until) if won => self.start_dns_tail(until),
-                    // A story holds no query in flight: the rest are abandoned now.
-                    _ => self.log.iter_mut().for_each(|q| q.pending = None),
-                }
-                Story {
-                    race: finder,
-                    queries: std::mem::take(&mut self.log),
-                    winner,
-                    alpn,
-                    end: t.at(),
-                }
-            }
-            RaceState::Ended => return Err(ConnectError::Internal("a race that ended twice")),
+        let RaceState::Built(mut finder) = std::mem::replace(&mut self.state, RaceState::Ended)
+        else {
+            return Err(ConnectError::Internal("a race that ended twice"));
+        };
+        let keep = self.pool.as_mut().map(|p| &mut p.lessons);
+        self.inner.learn(self.network.id, &mut finder, keep);
+        match finder.dns_tail_deadline() {
+            Some(until) if stream.is_some() => self.start_dns_tail(until),
+            // A story holds no query in flight: the rest are abandoned now.
+            _ => self.log.iter_mut().for_each(|q| q.pending = None),
+        }
+        // The race holds the winner, its ALPN and the end (its latest instant).
+        let story = Story {
+            race: finder,
+            queries: std::mem::take(&mut self.log),
         };
         match ending {
             Ending::Won(id) => {
@@ -225,6 +204,20 @@ impl Race {
                 })))
             }
         }
+    }
+
+    /// Cancels the attempts still running when the race ends: the listeners hear of each,
+    /// and dropping them closes their sockets now.
+    fn close_running(&mut self) {
+        if self.listeners().is_some() {
+            for r in &self.running {
+                let Some(route) = self.route_of(r.id) else {
+                    continue;
+                };
+                self.attempt_failed(r.id, route, &"cancelled: the race ended");
+            }
+        }
+        self.running.clear();
     }
 
     /// Keeps the queries still in flight until the end of the DNS tail the race chose
@@ -301,7 +294,7 @@ impl Race {
             std::mem::forget(done);
         }
         self.attempt_connected(id, route);
-        self.finished = Some((id, Stream::Plain(transport), None));
+        self.finished = Some((id, Stream::Plain(transport)));
     }
 
     /// Hands one event to the race.
@@ -395,7 +388,7 @@ impl Race {
                 if let Some(route) = self.route_of(id) {
                     self.attempt_connected(id, route);
                 }
-                self.finished = Some((id, stream, alpn.clone()));
+                self.finished = Some((id, stream));
                 self.finder()
                     .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
             }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder};
+use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder, RacePhase};
 use fastfallback_proto::{
     Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
     QueryKind, QueryName, TransportKind, Winner,
@@ -421,16 +421,11 @@ impl RaceReport {
 /// and [`crate::Connection::into_story`] takes a connection apart into its stream and story.
 #[derive(Debug)]
 pub struct Story {
-    /// The race itself (boxed once when the race started): it holds the origin and every
-    /// attempt, so nothing is copied out of it. Its start
-    /// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
+    /// The race itself (boxed once when the race started): it holds the origin, every
+    /// attempt, the winner and its ALPN, and when it ended, so nothing is copied out of it.
+    /// Its start ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
     pub(crate) race: Box<FastFallbackExchangeFinder>,
     pub(crate) queries: Vec<QueryLog>,
-    /// How the race ended well: its winning attempt, or the pooled connection it took.
-    pub(crate) winner: Option<Winner>,
-    pub(crate) alpn: Option<Alpn>,
-    /// When the race ended.
-    pub(crate) end: Instant,
 }
 
 /// One DNS query as sent and answered, and while it is in flight, the answer it waits for:
@@ -461,7 +456,7 @@ impl Story {
     /// The address the winning attempt connected to: the unspecified address for a race that
     /// no attempt of its own won (a connection always has its winning attempt).
     pub fn peer(&self) -> SocketAddr {
-        match self.winner {
+        match self.winner() {
             Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
             _ => None,
         }
@@ -470,12 +465,18 @@ impl Story {
 
     /// How the race ended well: its winning attempt, or the pooled connection it took.
     pub fn winner(&self) -> Option<Winner> {
-        self.winner
+        match self.race.phase() {
+            RacePhase::Won { winner, .. } => Some(winner),
+            _ => None,
+        }
     }
 
-    /// The protocol the winner negotiated.
+    /// The protocol the winner negotiated: the race's record of its winning attempt holds it.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.alpn.as_ref()
+        match self.winner()? {
+            Winner::Attempt(id) => self.race.attempt(id)?.alpn.as_ref(),
+            Winner::Pooled(_) => None,
+        }
     }
 
     /// The report of a race that did not fail (a failure's adds its error).
@@ -487,7 +488,8 @@ impl Story {
         let t0 = race.started();
         RaceReport {
             origin: race.address().to_string(),
-            elapsed: since(self.end, t0),
+            // The race was handed nothing after it ended: its latest instant is its end.
+            elapsed: since(race.latest_instant(), t0),
             queries: queries
                 .iter()
                 .map(|q| {

@@ -354,6 +354,13 @@ impl FastFallbackExchangeFinder {
         &self.address
     }
 
+    /// The latest instant the race was handed (its clock never goes back). A race that ended
+    /// and was handed nothing since reads the instant it ended: a report's end needs no copy.
+    #[inline]
+    pub fn latest_instant(&self) -> Instant {
+        self.last_now
+    }
+
     /// When the current exchange started: the race's start, or the last
     /// [`Self::next_exchange`]. Reports measure their times from here.
     pub fn started(&self) -> Instant {
