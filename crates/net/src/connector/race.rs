@@ -76,7 +76,8 @@ pub(super) struct PoolSide {
 pub(super) enum Ending {
     Won(AttemptId),
     Pooled(PooledId),
-    Failed(RaceError),
+    /// Boxed as the race gave it: an ending is returned through every turn.
+    Failed(Box<RaceError>),
 }
 
 impl Drop for Race {
@@ -297,12 +298,6 @@ impl Race {
                 route: target,
             });
         }
-        let span = tracing::debug_span!(
-            "attempt",
-            id = id.get(),
-            route = %target,
-            family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
-        );
         let step = match (&inner.dialer, plan.transport) {
             // One step: the QUIC handshake, TLS inside it (HEv3 §6.1).
             (_, TransportKind::Quic) => Step::Tls(quic_step(inner, plan, id, early)),
@@ -314,10 +309,24 @@ impl Race {
         Running {
             id,
             step,
-            // Kept only when a subscriber wants it: a disabled span costs nothing.
-            span: (!span.is_disabled()).then(|| Box::new(span)),
+            span: attempt_span(id, target),
         }
     }
+}
+
+/// The tracing span of attempt `id` to `target`, kept only when a subscriber wants it. When no
+/// subscriber listens at the debug level, no span is built at all (one check of the level).
+fn attempt_span(id: AttemptId, target: SocketAddr) -> Option<Box<tracing::Span>> {
+    if !tracing::level_enabled!(tracing::Level::DEBUG) {
+        return None;
+    }
+    let span = tracing::debug_span!(
+        "attempt",
+        id = id.get(),
+        route = %target,
+        family = if target.is_ipv6() { "IPv6" } else { "IPv4" },
+    );
+    (!span.is_disabled()).then(|| Box::new(span))
 }
 
 /// The step of a QUIC attempt `id` on `plan`: its handshake, when this build and connector

@@ -137,7 +137,7 @@ impl Race {
             Output::StartTls(_) => {}
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
-            Output::Failed(error) => return Some(Ending::Failed(*error)),
+            Output::Failed(error) => return Some(Ending::Failed(error)),
         }
         None
     }
@@ -196,10 +196,10 @@ impl Race {
             },
             Ending::Failed(error) => {
                 let mut report = story.report();
-                report.error = Some(ReportError::from(&error));
+                report.error = Some(ReportError::from(&*error));
                 Err(ConnectError::Race(Box::new(RaceFailure {
                     earlier: Vec::new(),
-                    error,
+                    error: *error,
                     report,
                 })))
             }
