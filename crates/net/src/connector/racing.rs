@@ -19,7 +19,6 @@ use super::clock::*;
 use super::error::ConnectError;
 use super::race::*;
 use super::shared::*;
-use super::steps::*;
 
 /// A race as a future ([`Race::start`] builds it): the driver loop, a turn per wake-up. A
 /// plain struct rather than an `async fn`, so a connect future holds the race once and moves
@@ -116,15 +115,11 @@ impl Future for Racing {
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
                 this.armed_at = race.poll_timeout();
             }
-            let wake = match this.race.poll_wake(cx) {
-                Poll::Ready(wake) => wake,
-                Poll::Pending => {
-                    std::task::ready!(this.poll_timer(cx));
-                    Wake::Timer
-                }
-            };
-            this.t = Moment::now();
-            this.race.handle(wake, &mut this.t);
+            if !this.race.poll_event(cx, &mut this.t) {
+                std::task::ready!(this.poll_timer(cx));
+                // The timer fired: the turn fires what is due.
+                this.t = Moment::now();
+            }
             this.turn_due = true;
         }
     }

@@ -1,5 +1,5 @@
-//! An attempt's steps as futures: TCP (or a user's dialer), the proxy tunnel, TLS; and what
-//! wakes a race.
+//! An attempt's steps as futures: TCP (or a user's dialer), the proxy tunnel, TLS. The race
+//! polls them in `Race::poll_event`, which hands what each ends with straight to the race.
 
 use std::future::Future;
 use std::io;
@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use fastfallback_plan::ConnectPlan;
-use fastfallback_proto::{Alpn, AttemptError, AttemptId, DnsAnswer, Phase};
+use fastfallback_proto::{Alpn, AttemptError, AttemptId, Phase};
 use fastfallback_route::{Address, Host, Proxy};
 use rustls::ClientConfig;
 
 use crate::attempt::{TcpConnect, attempt_error, handshake};
-use crate::link::Offer;
 use crate::{Resolve, SocketOptions, Stream, Transport};
 
 use super::shared::*;
@@ -194,14 +193,4 @@ impl Running {
     pub(super) fn is_spent(&self) -> bool {
         self.span.is_none() && matches!(&self.step, Step::Tcp(TcpStep::Direct(c)) if c.is_spent())
     }
-}
-
-pub(super) enum Wake {
-    /// The answer to query `i` of the race's log.
-    Dns(usize, DnsAnswer),
-    Tcp(usize, Result<Transport, AttemptError>),
-    Tunnel(usize, Result<Transport, AttemptError>),
-    Tls(usize, Result<(Stream, Option<Alpn>), AttemptError>),
-    Offer(Offer),
-    Timer,
 }

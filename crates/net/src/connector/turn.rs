@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use fastfallback_plan::SpareWinners;
-use fastfallback_proto::{AttemptEvent, CancelReason, DnsAnswer, Instant, Output, Winner};
+use fastfallback_proto::{
+    Alpn, AttemptError, AttemptEvent, CancelReason, DnsAnswer, Instant, Output, Winner,
+};
 use fastfallback_route::Host;
 
 use crate::events::CallEvent;
@@ -133,7 +135,7 @@ impl Race {
                 self.start_after_tcp(i, transport);
             }
             // This driver goes on to TLS by itself as soon as TCP (or the tunnel) is done, in
-            // the same turn that reports it (`Wake::Tcp`, `Wake::Tunnel`): nothing to do.
+            // the same turn that reports it (`on_tcp`, `on_tunnel`): nothing to do.
             Output::StartTls(_) => {}
             Output::Done(Winner::Attempt(id)) => return Some(Ending::Won(id)),
             Output::Done(Winner::Pooled(id)) => return Some(Ending::Pooled(id)),
@@ -236,15 +238,24 @@ impl Race {
         }
     }
 
-    /// Polls everything but the timer: the pool's offers, the queries and the attempts.
+    /// Polls everything but the timer (the pool's offers, the queries, the attempts) and
+    /// hands the first event that is ready to the race, at a clock reading taken then (`t`).
+    /// Returns whether there was one. One event per call: a finished attempt must be declared
+    /// the winner (in the turn that follows) before another can finish.
+    ///
+    /// Each event goes straight from the future that gave it to its handler, with no enum of
+    /// every kind of event in between to build, move and match again.
     #[inline]
-    pub(super) fn poll_wake(&mut self, cx: &mut Context<'_>) -> Poll<Wake> {
+    pub(super) fn poll_event(&mut self, cx: &mut Context<'_>, t: &mut Moment) -> bool {
         if let Some(pool) = &mut self.pool
             && let Poll::Ready(Some(offer)) = pool.link.offers.poll_recv(cx)
         {
-            return Poll::Ready(Wake::Offer(offer));
+            *t = Moment::now();
+            self.on_offer(offer, t);
+            return true;
         }
-        for (i, q) in self.log.iter_mut().enumerate() {
+        for i in 0..self.log.len() {
+            let q = &mut self.log[i];
             if let Some(pending) = &mut q.pending
                 && let Poll::Ready(answer) = pending
                     .get_mut()
@@ -253,33 +264,44 @@ impl Race {
                     .poll(cx)
             {
                 q.pending = None;
-                return Poll::Ready(Wake::Dns(i, answer));
+                *t = Moment::now();
+                self.on_dns(i, answer, t);
+                return true;
             }
         }
-        let options = &self.inner.socket;
-        for (i, r) in self.running.iter_mut().enumerate() {
-            let _span = r.span.as_deref().map(tracing::Span::enter);
+        for i in 0..self.running.len() {
+            let r = &mut self.running[i];
+            let span = r.span.as_deref().map(tracing::Span::enter);
             match &mut r.step {
                 Step::Tcp(f) => {
-                    if let Poll::Ready(res) = f.poll_step(cx, options) {
-                        return Poll::Ready(Wake::Tcp(i, res));
+                    if let Poll::Ready(res) = f.poll_step(cx, &self.inner.socket) {
+                        drop(span);
+                        *t = Moment::now();
+                        self.on_tcp(i, res, t);
+                        return true;
                     }
                 }
                 Step::Tunnel(f) => {
                     if let Poll::Ready(res) = f.as_mut().poll(cx) {
-                        return Poll::Ready(Wake::Tunnel(i, res));
+                        drop(span);
+                        *t = Moment::now();
+                        self.on_tunnel(i, res, t);
+                        return true;
                     }
                 }
                 Step::Tls(f) => {
                     if let Poll::Ready(res) = f.as_mut().poll(cx) {
-                        return Poll::Ready(Wake::Tls(i, res));
+                        drop(span);
+                        *t = Moment::now();
+                        self.on_tls(i, res, t);
+                        return true;
                     }
                 }
                 // Parked: nothing to poll until the race resumes it.
                 Step::Held(_) => {}
             }
         }
-        Poll::Pending
+        false
     }
 
     /// Running attempt `i` connected to `route` over plain TCP, with nothing after it: it is
@@ -297,11 +319,11 @@ impl Race {
         self.finished = Some((id, Stream::Plain(transport)));
     }
 
-    /// Hands one event to the race.
-    pub(super) fn handle(&mut self, wake: Wake, t: &mut Moment) {
-        match wake {
-            Wake::Timer => {}
-            Wake::Offer(Offer::Pooled(lease)) => {
+    /// Hands the race an offer from the pool: a pooled connection, or news that the connect
+    /// this race waited for has ended.
+    fn on_offer(&mut self, offer: Offer, t: &mut Moment) {
+        match offer {
+            Offer::Pooled(lease) => {
                 // A race that ended already refuses it; dropping the lease gives it back.
                 if self.finder().handle_pooled(lease.id(), t.at())
                     && let Some(pool) = &mut self.pool
@@ -309,108 +331,135 @@ impl Race {
                     pool.pooled = Some(lease);
                 }
             }
-            Wake::Offer(Offer::Release(news)) => self.finder().handle_release(&news, t.at()),
-            Wake::Dns(i, answer) => {
-                let Some(query) = self.log.get(i).map(|q| q.query.clone()) else {
-                    return;
-                };
-                let sources = self.inner.sources.find(&self.network.connectivity, &answer);
-                // Only the origin's own A and AAAA answers count for coalescing, not HTTPS
-                // hints or a service target's addresses (§3.7).
-                if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
-                    && query.is_origin()
-                    && matches!(answer, DnsAnswer::Addresses(_))
-                    && !sources.is_empty()
-                {
-                    let dsts: Vec<_> = sources.iter().map(|s| s.dst).collect();
-                    watch.resolved(&dsts);
-                }
-                if let Some(l) = self.listeners() {
-                    l.call(|| CallEvent::DnsEnd {
-                        query: query.clone(),
-                        answer: answer.clone(),
-                    });
-                }
-                self.finder().handle_dns(query, &answer, sources, t.at());
-                // The report keeps the answer itself; the race took what it needed.
-                if let Some(q) = self.log.get_mut(i) {
-                    q.answered = Some((t.at(), answer));
-                }
-            }
-            Wake::Tcp(i, Ok(transport)) => {
-                let id = self.running[i].id;
-                let Some(plan) = self.plan_of(id) else {
-                    return;
-                };
-                let route = plan.route.target;
-                if plan.tls.is_none() && !plan.tunnel {
-                    // Nothing follows TCP: the attempt is done (checked before building the
-                    // next step, which costs a few reference counts on every connect).
-                    self.connected_plain(i, route, transport);
-                    self.finder()
-                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
-                    return;
-                }
-                if plan.hold_tls {
-                    // No ClientHello yet: the race resumes it once the HTTPS answer is in.
-                    self.running[i].step = Step::Held(Some(Box::new(transport)));
-                } else {
-                    self.start_after_tcp(i, transport);
-                }
-                self.finder()
-                    .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
-            }
-            Wake::Tunnel(i, Ok(transport)) => {
-                let id = self.running[i].id;
-                let Some(plan) = self.plan_of(id) else {
-                    return;
-                };
-                let (route, tls) = (plan.route.target, plan.tls.is_some());
-                self.finder()
-                    .handle_attempt(id, AttemptEvent::TunnelOpen, t.at());
-                if tls {
-                    self.start_tls(i, transport);
-                } else {
-                    self.connected_plain(i, route, transport);
-                    self.finder()
-                        .handle_attempt(id, AttemptEvent::Connected(None), t.at());
-                }
-            }
-            Wake::Tls(i, Ok((stream, alpn))) => {
-                let done = take_running(&mut self.running, i);
-                let id = done.id;
-                if let Some(l) = self.listeners() {
-                    l.call(|| CallEvent::SecureConnectEnd {
-                        attempt: id.get(),
-                        alpn: alpn.as_ref().map(ToString::to_string),
-                    });
-                }
-                if let Some(route) = self.route_of(id) {
-                    self.attempt_connected(id, route);
-                }
-                self.finished = Some((id, stream));
-                self.finder()
-                    .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
-            }
-            Wake::Tcp(i, Err(error)) | Wake::Tunnel(i, Err(error)) | Wake::Tls(i, Err(error)) => {
-                let id = take_running(&mut self.running, i).id;
-                tracing::debug!(%id, %error, "attempt failed");
-                let Some(failed) = self.plan_of(id) else {
-                    return;
-                };
-                self.attempt_failed(id, failed.route.target, &error);
-                let follow_up = fastfallback_plan::tls_follow_up(
-                    failed,
-                    error.phase,
-                    &crate::ech::tls_failure(&error),
-                    self.inner.tls_fallbacks.len(),
-                );
-                self.finder()
-                    .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
-            }
+            Offer::Release(news) => self.finder().handle_release(&news, t.at()),
         }
     }
+
+    /// Hands the race the answer to query `i` of its log.
+    fn on_dns(&mut self, i: usize, answer: DnsAnswer, t: &mut Moment) {
+        let Some(query) = self.log.get(i).map(|q| q.query.clone()) else {
+            return;
+        };
+        let sources = self.inner.sources.find(&self.network.connectivity, &answer);
+        // Only the origin's own A and AAAA answers count for coalescing, not HTTPS hints or a
+        // service target's addresses (§3.7).
+        if let Some(watch) = self.pool.as_ref().and_then(|p| p.link.watch.as_ref())
+            && query.is_origin()
+            && matches!(answer, DnsAnswer::Addresses(_))
+            && !sources.is_empty()
+        {
+            let dsts: Vec<_> = sources.iter().map(|s| s.dst).collect();
+            watch.resolved(&dsts);
+        }
+        if let Some(l) = self.listeners() {
+            l.call(|| CallEvent::DnsEnd {
+                query: query.clone(),
+                answer: answer.clone(),
+            });
+        }
+        self.finder().handle_dns(query, &answer, sources, t.at());
+        // The report keeps the answer itself; the race took what it needed.
+        if let Some(q) = self.log.get_mut(i) {
+            q.answered = Some((t.at(), answer));
+        }
+    }
+
+    /// Hands the race the end of running attempt `i`'s TCP step (or its user's dialer).
+    #[inline]
+    fn on_tcp(&mut self, i: usize, res: Result<Transport, AttemptError>, t: &mut Moment) {
+        let transport = match res {
+            Ok(transport) => transport,
+            Err(error) => return self.on_failed(i, error, t),
+        };
+        let id = self.running[i].id;
+        let Some(plan) = self.plan_of(id) else {
+            return;
+        };
+        let route = plan.route.target;
+        if plan.tls.is_none() && !plan.tunnel {
+            // Nothing follows TCP: the attempt is done (checked before building the next
+            // step, which costs a few reference counts on every connect).
+            self.connected_plain(i, route, transport);
+            self.finder()
+                .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+            return;
+        }
+        if plan.hold_tls {
+            // No ClientHello yet: the race resumes it once the HTTPS answer is in.
+            self.running[i].step = Step::Held(Some(Box::new(transport)));
+        } else {
+            self.start_after_tcp(i, transport);
+        }
+        self.finder()
+            .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
+    }
+
+    /// Hands the race the end of running attempt `i`'s proxy tunnel.
+    fn on_tunnel(&mut self, i: usize, res: Result<Transport, AttemptError>, t: &mut Moment) {
+        let transport = match res {
+            Ok(transport) => transport,
+            Err(error) => return self.on_failed(i, error, t),
+        };
+        let id = self.running[i].id;
+        let Some(plan) = self.plan_of(id) else {
+            return;
+        };
+        let (route, tls) = (plan.route.target, plan.tls.is_some());
+        self.finder()
+            .handle_attempt(id, AttemptEvent::TunnelOpen, t.at());
+        if tls {
+            self.start_tls(i, transport);
+        } else {
+            self.connected_plain(i, route, transport);
+            self.finder()
+                .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+        }
+    }
+
+    /// Hands the race the end of running attempt `i`'s TLS handshake (or QUIC's).
+    fn on_tls(&mut self, i: usize, res: TlsResult, t: &mut Moment) {
+        let (stream, alpn) = match res {
+            Ok(done) => done,
+            Err(error) => return self.on_failed(i, error, t),
+        };
+        let done = take_running(&mut self.running, i);
+        let id = done.id;
+        if let Some(l) = self.listeners() {
+            l.call(|| CallEvent::SecureConnectEnd {
+                attempt: id.get(),
+                alpn: alpn.as_ref().map(ToString::to_string),
+            });
+        }
+        if let Some(route) = self.route_of(id) {
+            self.attempt_connected(id, route);
+        }
+        self.finished = Some((id, stream));
+        self.finder()
+            .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
+    }
+
+    /// Hands the race the failure of running attempt `i`, in whichever step, with the plan
+    /// to follow it up with, if the failure calls for one.
+    fn on_failed(&mut self, i: usize, error: AttemptError, t: &mut Moment) {
+        let id = take_running(&mut self.running, i).id;
+        tracing::debug!(%id, %error, "attempt failed");
+        let Some(failed) = self.plan_of(id) else {
+            return;
+        };
+        self.attempt_failed(id, failed.route.target, &error);
+        let follow_up = fastfallback_plan::tls_follow_up(
+            failed,
+            error.phase,
+            &crate::ech::tls_failure(&error),
+            self.inner.tls_fallbacks.len(),
+        );
+        self.finder()
+            .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
+    }
 }
+
+/// What a TLS (or QUIC) step ends with: the stream and the protocol ALPN chose, or why not.
+type TlsResult = Result<(Stream, Option<Alpn>), AttemptError>;
 
 /// Takes running attempt `i` out of `running`; the others keep their order. The last one (a
 /// race's only one, most often) is popped, which moves nothing else: `remove` would still call
