@@ -27,6 +27,7 @@ pub fn now() -> Instant {
 /// A reading of tokio's clock (which follows tokio's paused time). The race clock's epoch is
 /// fixed first if it was not yet: a reading turned into the race clock later, by a report,
 /// must not come before the epoch, where it would read as the epoch itself.
+#[inline]
 pub(super) fn reading() -> tokio::time::Instant {
     epoch();
     tokio::time::Instant::now()
@@ -37,6 +38,7 @@ const AT_EPOCH: Instant = Instant::from_elapsed(CLOCK_BASE);
 
 /// The race clock's instant for a [`reading`]: the time since the epoch added to a constant
 /// in whole nanoseconds (adding the two `Duration`s first would normalise and check both).
+#[inline]
 pub(crate) fn race_time(reading: tokio::time::Instant) -> Instant {
     AT_EPOCH + reading.saturating_duration_since(epoch())
 }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use fastfallback_plan::SpareWinners;
 use fastfallback_proto::{
-    Alpn, AttemptError, AttemptEvent, CancelReason, DnsAnswer, Instant, Output, Winner,
+    Alpn, AttemptError, AttemptEvent, AttemptId, CancelReason, DnsAnswer, Instant, Output, Winner,
 };
 use fastfallback_route::Host;
 
@@ -271,13 +271,14 @@ impl Race {
         }
         for i in 0..self.running.len() {
             let r = &mut self.running[i];
+            let id = r.id;
             let span = r.span.as_deref().map(tracing::Span::enter);
             match &mut r.step {
                 Step::Tcp(f) => {
                     if let Poll::Ready(res) = f.poll_step(cx, &self.inner.socket) {
                         drop(span);
                         *t = Moment::now();
-                        self.on_tcp(i, res, t);
+                        self.on_tcp(i, id, res, t);
                         return true;
                     }
                 }
@@ -285,7 +286,7 @@ impl Race {
                     if let Poll::Ready(res) = f.as_mut().poll(cx) {
                         drop(span);
                         *t = Moment::now();
-                        self.on_tunnel(i, res, t);
+                        self.on_tunnel(i, id, res, t);
                         return true;
                     }
                 }
@@ -364,14 +365,20 @@ impl Race {
         }
     }
 
-    /// Hands the race the end of running attempt `i`'s TCP step (or its user's dialer).
+    /// Hands the race the end of running attempt `i` (`id`)'s TCP step (or its user's
+    /// dialer).
     #[inline]
-    fn on_tcp(&mut self, i: usize, res: Result<Transport, AttemptError>, t: &mut Moment) {
+    fn on_tcp(
+        &mut self,
+        i: usize,
+        id: AttemptId,
+        res: Result<Transport, AttemptError>,
+        t: &mut Moment,
+    ) {
         let transport = match res {
             Ok(transport) => transport,
             Err(error) => return self.on_failed(i, error, t),
         };
-        let id = self.running[i].id;
         let Some(plan) = self.plan_of(id) else {
             return;
         };
@@ -394,13 +401,18 @@ impl Race {
             .handle_attempt(id, AttemptEvent::TcpConnected, t.at());
     }
 
-    /// Hands the race the end of running attempt `i`'s proxy tunnel.
-    fn on_tunnel(&mut self, i: usize, res: Result<Transport, AttemptError>, t: &mut Moment) {
+    /// Hands the race the end of running attempt `i` (`id`)'s proxy tunnel.
+    fn on_tunnel(
+        &mut self,
+        i: usize,
+        id: AttemptId,
+        res: Result<Transport, AttemptError>,
+        t: &mut Moment,
+    ) {
         let transport = match res {
             Ok(transport) => transport,
             Err(error) => return self.on_failed(i, error, t),
         };
-        let id = self.running[i].id;
         let Some(plan) = self.plan_of(id) else {
             return;
         };
