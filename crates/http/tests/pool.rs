@@ -1016,6 +1016,65 @@ async fn losing_h2_attempt_that_still_connects_is_pooled_only_when_spare_winners
     );
 }
 
+/// A dialer whose IPv6 connects finish 150 ms late: the IPv6 loser is still in its TCP step
+/// when the race ends.
+struct SlowIpv6;
+
+impl fastfallback_net::Dial for SlowIpv6 {
+    fn dial(
+        &self,
+        target: SocketAddr,
+        _options: &fastfallback_net::SocketOptions,
+    ) -> fastfallback_net::Dialing {
+        Box::pin(async move {
+            if target.is_ipv6() {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            let stream = tokio::net::TcpStream::connect(target).await?;
+            Ok(fastfallback_net::Transport::Tcp(stream))
+        })
+    }
+}
+
+/// A loser kept as a spare while still in its TCP step finishes TCP and TLS after the race
+/// and is pooled: the spare keeps what its TLS step needs (the origin) although the race
+/// that kept it has ended.
+#[tokio::test]
+async fn losing_attempt_still_in_tcp_finishes_tls_after_the_race_and_is_pooled() {
+    let tls = TlsMaterial::new(&["a.test".to_owned()], &[]).unwrap();
+    let v6 = TcpListener::bind("[::1]:0").await.unwrap();
+    let port = v6.local_addr().unwrap().port();
+    let v4 = TcpListener::bind((ip(V4), port)).await.unwrap();
+    let options = || HttpOptions {
+        tls: Some(tls.with_alpn(&[H2.to_vec()])),
+        ..HttpOptions::default()
+    };
+    serve(v6, options());
+    serve(v4, options());
+    let mut roots = RootCertStore::empty();
+    roots.add(tls.ca_der()).unwrap();
+    let policy = FallbackPolicy::builder()
+        .attempt_delay(Duration::from_millis(50))
+        .spare_winners(SpareWinners::Pool)
+        .build()
+        .unwrap();
+    let connector = Connector::builder()
+        .connectivity(Connectivity::DUAL_STACK)
+        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
+        .root_certificates(roots)
+        .policy(policy)
+        .dialer(SlowIpv6)
+        .rng_seed(0)
+        .build()
+        .unwrap();
+    let pool = Pool::new(connector);
+    let url = format!("https://a.test:{port}");
+    let (status, _, _, source) = fetch(&pool, &url, "/").await;
+    assert_eq!((status, source), (200, Source::New));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(pool.stats().connections, 2, "the IPv6 spare was pooled");
+}
+
 #[tokio::test]
 async fn the_pool_is_a_tower_service_of_requests_over_http1_and_h2() {
     // A tower stack over the pool, with no type annotation: `ready()` infers the request type

@@ -106,11 +106,12 @@ impl Future for Racing {
                 this.turn_due = false;
                 let (race, t) = (&mut this.race, &mut this.t);
                 if let Some(ending) = race.turn(t) {
-                    let result = race.end(ending);
+                    // Before the end takes the race: a spare still in its TCP step reads the
+                    // origin from it for the TLS step it goes on to.
                     if race.pool.is_some() {
                         race.hand_over_spares();
                     }
-                    return Poll::Ready(result);
+                    return Poll::Ready(race.end(ending));
                 }
                 // Re-registered with tokio's timer wheel only when it moves (`poll_timer`).
                 this.armed_at = race.poll_timeout();
