@@ -306,20 +306,20 @@ impl Race {
                 Step::Tcp(TcpStep::Dialed(dialer.dial(target, &inner.socket)))
             }
         };
-        Running {
-            id,
-            step,
-            span: attempt_span(id, target),
-        }
+        // When no subscriber listens at the debug level, no span is built at all (one check
+        // of the level, before anything is gathered for it).
+        let span = if tracing::level_enabled!(tracing::Level::DEBUG) {
+            attempt_span(id, &plan.route.target)
+        } else {
+            None
+        };
+        Running { id, step, span }
     }
 }
 
-/// The tracing span of attempt `id` to `target`, kept only when a subscriber wants it. When no
-/// subscriber listens at the debug level, no span is built at all (one check of the level).
-fn attempt_span(id: AttemptId, target: SocketAddr) -> Option<Box<tracing::Span>> {
-    if !tracing::level_enabled!(tracing::Level::DEBUG) {
-        return None;
-    }
+/// The tracing span of attempt `id` to `target`, kept only when a subscriber wants it.
+#[cold]
+fn attempt_span(id: AttemptId, target: &SocketAddr) -> Option<Box<tracing::Span>> {
     let span = tracing::debug_span!(
         "attempt",
         id = id.get(),
