@@ -192,8 +192,10 @@ impl FastFallbackExchangeFinder {
         let endpoints = &mut self.endpoints;
         // The first sync (every race's, and a literal's only one) has nothing to reconcile.
         let first = endpoints.is_empty();
-        for e in endpoints.iter_mut() {
-            e.listed = false;
+        if !first {
+            for e in endpoints.iter_mut() {
+                e.listed = false;
+            }
         }
         let mut changed = false;
         self.resolution.for_each_candidate(|c| {
@@ -228,12 +230,19 @@ impl FastFallbackExchangeFinder {
             endpoints.retain(|e| e.listed || e.tried);
             changed |= before != endpoints.len();
         }
+        if !disallowed.is_empty() {
+            self.note_disallowed(disallowed);
+        }
+        self.order_dirty |= changed;
+    }
+
+    /// Notes the addresses the policy's families left out, for the report and the error.
+    fn note_disallowed(&mut self, disallowed: Vec<IpAddr>) {
         for ip in disallowed {
             let why = format!("the policy allows no {}", Family::of(ip));
             self.resolution
                 .note_skipped(self.connectivity, ip.to_string(), why);
         }
-        self.order_dirty |= changed;
     }
 
     /// Sorts the endpoints: group by group (RFC 9460 §2.4.1, HEv3 §4.3: a service's
