@@ -383,7 +383,7 @@ fn started_race(
     seed: u64,
     now: fastfallback_proto::Instant,
 ) -> (
-    Box<fastfallback_plan::FastFallbackExchangeFinder>,
+    Box<fastfallback_plan::WithDriver<()>>,
     fastfallback_proto::AttemptId,
 ) {
     use fastfallback_plan::{FastFallbackExchangeFinder, RaceInput};
@@ -398,13 +398,14 @@ fn started_race(
         alternatives: Vec::new(),
     };
     let policy = std::sync::Arc::clone(policy);
-    let mut race = FastFallbackExchangeFinder::boxed(address.clone(), policy, input, now);
+    let mut cell = FastFallbackExchangeFinder::boxed_with(address.clone(), policy, input, now, ());
+    let race = &mut cell.race;
     let Some(Output::StartAttempt { id }) = race.poll_output(now) else {
         panic!("a literal's race starts its attempt at once");
     };
     assert_eq!(race.poll_output(now), None);
     std::hint::black_box(race.poll_timeout());
-    (race, id)
+    (cell, id)
 }
 
 /// Hands `race` the connect of its attempt `id` at `now` and polls its win.
@@ -440,7 +441,7 @@ async fn minimal_driver(addr: SocketAddr, n: usize, in_flight: usize) {
     drive(n, in_flight, || async move {
         seed.set(seed.get() + 1);
         let (mut race, id) = started_race(address, policy, seed.get(), clock());
-        let target = race.attempt(id).expect("its record").plan.route.target;
+        let target = race.race.attempt(id).expect("its record").plan.route.target;
         // The socket as the driver opens it, registered with tokio and awaited writable.
         // tokio's connect functions are left to the tokio row alone: a second caller here
         // would change how the compiler builds them there.
@@ -458,7 +459,7 @@ async fn minimal_driver(addr: SocketAddr, n: usize, in_flight: usize) {
         std::future::poll_fn(|cx| stream.poll_write_ready(cx))
             .await
             .expect("connected");
-        won(&mut race, id, clock());
+        won(&mut race.race, id, clock());
         drop(stream);
     })
     .await;
@@ -483,12 +484,12 @@ fn race_only(addr: SocketAddr, n: usize, in_flight: usize) {
         if live.len() >= in_flight
             && let Some((mut race, id)) = live.pop_front()
         {
-            won(&mut race, id, now);
+            won(&mut race.race, id, now);
         }
     }
     let end = Instant::from_millis(n as u64 + 1);
     for (mut race, id) in live {
-        won(&mut race, id, end);
+        won(&mut race.race, id, end);
     }
 }
 

@@ -34,7 +34,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use fastfallback_proto::Alpn;
@@ -86,10 +86,7 @@ impl tower_service::Service<http::Uri> for HyperConnector {
             let (stream, story) = conn.into_story();
             let h2 = story.alpn() == Some(&Alpn::H2);
             let info = ConnectInfo {
-                inner: Arc::new(InfoCell {
-                    story,
-                    report: OnceLock::new(),
-                }),
+                story: Arc::new(story),
             };
             Ok(HyperIo {
                 io: TokioIo::new(stream),
@@ -105,29 +102,25 @@ impl tower_service::Service<http::Uri> for HyperConnector {
 /// first time it is asked for.
 #[derive(Clone)]
 pub struct ConnectInfo {
-    inner: Arc<InfoCell>,
-}
-
-/// The story holds the peer address and ALPN too ([`Story::peer`]), so they are not kept twice.
-struct InfoCell {
-    story: Story,
-    report: OnceLock<RaceReport>,
+    /// The story holds the peer address, the ALPN and the report once formatted
+    /// ([`Story::peer`], [`Story::report`]), so nothing is kept twice.
+    story: Arc<Story>,
 }
 
 impl ConnectInfo {
     /// The race's report.
     pub fn report(&self) -> &RaceReport {
-        self.inner.report.get_or_init(|| self.inner.story.report())
+        self.story.report()
     }
 
     /// The address the connection went to.
     pub fn peer_addr(&self) -> std::net::SocketAddr {
-        self.inner.story.peer()
+        self.story.peer()
     }
 
     /// The protocol ALPN chose, if TLS negotiated one.
     pub fn alpn(&self) -> Option<&Alpn> {
-        self.inner.story.alpn()
+        self.story.alpn()
     }
 }
 

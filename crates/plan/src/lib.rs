@@ -39,7 +39,7 @@ mod transition;
 
 pub use attempt::{AttemptRecord, AttemptState};
 pub use fastfallback_route::order::FamilyPreference;
-pub use finder::{Attempts, FastFallbackExchangeFinder, RaceInput, RacePhase};
+pub use finder::{Attempts, FastFallbackExchangeFinder, RaceInput, RacePhase, WithDriver};
 pub use follow_up::{TlsFailure, ech_retry, next_tls_config, tls_follow_up};
 pub use plan::{ConnectPlan, TlsStep};
 pub use policy::{

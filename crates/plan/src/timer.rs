@@ -80,6 +80,17 @@ impl TimerTable {
         }
     }
 
+    /// A table with only the race's deadline armed: every race's table at its start.
+    #[inline]
+    pub(crate) fn with_deadline(at: Instant) -> Self {
+        let mut deadlines = [None; 6];
+        deadlines[Timer::Deadline.index()] = Some(at);
+        Self {
+            at: deadlines,
+            next: Some(at),
+        }
+    }
+
     pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
         self.at[timer.index()]
     }
@@ -142,6 +153,15 @@ mod tests {
             assert_eq!(t.next(), t.scan(), "after setting {timer:?} to {when:?}");
         }
         assert_eq!(t.next(), None);
+    }
+
+    #[test]
+    fn a_table_with_only_the_deadline_is_one_with_the_deadline_set() {
+        let at = Instant::from_millis(10_000);
+        let mut set = TimerTable::default();
+        set.set(Timer::Deadline, Some(at));
+        assert_eq!(TimerTable::with_deadline(at), set);
+        assert_eq!(TimerTable::with_deadline(at).next(), Some(at));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -225,24 +225,18 @@ struct Exclusive {
 /// request with [`Exchange::send`]; the connection goes back to the pool when the response
 /// body ends (or is dropped).
 ///
-/// Kept small (it is moved on every checkout): the race's story and its formatted report
-/// share one box, present only when a race ran.
+/// Kept small (it is moved on every checkout): the race's story is one pointer (the race's
+/// own allocation, which keeps its report once formatted), present only when a race ran.
 pub struct Exchange {
     carrier: Carrier,
     protocol: Protocol,
     source: Source,
     peer: SocketAddr,
-    story: Option<Box<StoryCell>>,
+    story: Option<Story>,
     /// The request stream of the request [`crate::Pool::send`] sent in 0-RTT with the race
     /// (`pool/early.rs`): the exchange only reads its answer.
     #[cfg(feature = "http3")]
     early: Option<Box<RecvHalf>>,
-}
-
-/// The race's story and, once asked for, its report.
-struct StoryCell {
-    story: Story,
-    report: OnceLock<RaceReport>,
 }
 
 impl fmt::Debug for Exchange {
@@ -293,7 +287,7 @@ impl Exchange {
             protocol: parts.protocol,
             source,
             peer: parts.peer,
-            story: story.map(StoryCell::boxed),
+            story,
             #[cfg(feature = "http3")]
             early: None,
         })
@@ -321,7 +315,7 @@ impl Exchange {
                 end: CallEnd::new(listener, None),
             })),
             source: Source::New,
-            story: Some(StoryCell::boxed(story)),
+            story: Some(story),
             #[cfg(feature = "http3")]
             early: None,
         }
@@ -359,8 +353,7 @@ impl Exchange {
     /// The report of the race this call ran, if it ran one (a connection found in the pool
     /// at the start has none).
     pub fn report(&self) -> Option<&RaceReport> {
-        let cell = self.story.as_ref()?;
-        Some(cell.report.get_or_init(|| cell.story.report()))
+        self.story.as_ref().map(Story::report)
     }
 
     /// The pooled connection's id, if it is pooled.
@@ -571,15 +564,6 @@ impl Exchange {
             Carrier::Exclusive(x) => Keeper::Exclusive(x),
             Carrier::Spent => Keeper::None,
         }
-    }
-}
-
-impl StoryCell {
-    fn boxed(story: Story) -> Box<Self> {
-        Box::new(Self {
-            story,
-            report: OnceLock::new(),
-        })
     }
 }
 

@@ -3,7 +3,6 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use fastfallback_proto::Alpn;
@@ -15,19 +14,16 @@ use crate::{RaceReport, Stream};
 #[derive(Debug)]
 pub struct Connection {
     pub(super) stream: Stream,
-    /// Holds the peer address and ALPN too, so they are not kept twice: a `Connection` of
-    /// 128 bytes moves without a call to `memcpy`.
+    /// The race itself, in its own allocation: it holds the peer address, the ALPN and the
+    /// report once formatted, so a `Connection` is the stream and one pointer.
     pub(super) story: Story,
-    /// Boxed: most connections are never asked for their report, and a small `Connection`
-    /// is cheap to move.
-    pub(super) report: OnceLock<Box<RaceReport>>,
 }
 
 impl Connection {
     /// The race's report, formatted on first use (a connect that nobody asks about never pays
     /// for formatting it).
     pub fn report(&self) -> &RaceReport {
-        self.report.get_or_init(|| Box::new(self.story.report()))
+        self.story.report()
     }
 
     /// The address the winner connected to.
@@ -47,11 +43,7 @@ impl Connection {
 
     /// Takes the stream and the report apart.
     pub fn into_parts(self) -> (Stream, RaceReport) {
-        let report = match self.report.into_inner() {
-            Some(r) => *r,
-            None => self.story.report(),
-        };
-        (self.stream, report)
+        (self.stream, self.story.into_report())
     }
 
     /// Takes the stream, dropping the report.

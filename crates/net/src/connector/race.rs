@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::events::{CallEvent, ConnectionEvent};
 use crate::link::{EarlyQuic, Lease, RaceLink, SpareEnd};
-use crate::report::QueryLog;
+use crate::report::{QueryLog, RaceCell};
 use crate::{NetworkState, Stream, Transport};
 
 use super::clock::*;
@@ -24,12 +24,11 @@ use super::steps::*;
 /// One race in progress: the state machine, and the futures it asked for.
 pub(super) struct Race {
     pub(super) inner: Arc<Inner>,
-    /// The race's state machine, or what builds it. Taken when the race ends; still here in
+    /// The race's state machine, with the driver's notes (its queries as sent and answered;
+    /// those in flight hold their answer's future). Taken when the race ends; still here in
     /// `drop` if the caller gave up.
     pub(super) state: RaceState,
     pub(super) network: NetworkState,
-    /// The race's queries as sent and answered; those in flight hold their answer's future.
-    pub(super) log: Vec<QueryLog>,
     /// Attempts in flight; the first is kept inline (most races never run two at once).
     pub(super) running: smallvec::SmallVec<[Running; 1]>,
     /// The attempt that finished, waiting for the race to declare it the winner. The race does
@@ -42,9 +41,9 @@ pub(super) struct Race {
 
 /// Where a race's state machine is.
 pub(super) enum RaceState {
-    /// Running, and stepped by the driver. Boxed: the state machine is large, and the race
-    /// future is moved around by value.
-    Built(Box<FastFallbackExchangeFinder>),
+    /// Running, and stepped by the driver. Boxed with the driver's notes (one allocation):
+    /// the state machine is large, and the race future is moved around by value.
+    Built(Box<RaceCell>),
     /// Ended: the result took it.
     Ended,
 }
@@ -53,7 +52,7 @@ impl RaceState {
     /// The state machine, until the race ends.
     pub(super) fn built(&self) -> Option<&FastFallbackExchangeFinder> {
         match self {
-            Self::Built(finder) => Some(finder),
+            Self::Built(cell) => Some(&cell.race),
             Self::Ended => None,
         }
     }
@@ -87,8 +86,8 @@ impl Drop for Race {
     /// A race that ended has nothing left to do here: for it, this is one check, inlined.
     #[inline]
     fn drop(&mut self) {
-        if let RaceState::Built(finder) = &mut self.state {
-            abandon(&self.inner, self.network.id, finder);
+        if let RaceState::Built(cell) = &mut self.state {
+            abandon(&self.inner, self.network.id, &mut cell.race);
         }
     }
 }
@@ -159,12 +158,25 @@ impl Race {
         }
     }
 
-    /// The race's state machine, built first if it was not.
+    /// The race's state machine, until the race ends.
     pub(super) fn finder(&mut self) -> &mut FastFallbackExchangeFinder {
+        &mut self.cell().race
+    }
+
+    /// The race's allocation: its state machine and the driver's notes.
+    pub(super) fn cell(&mut self) -> &mut RaceCell {
         match &mut self.state {
-            RaceState::Built(finder) => finder,
+            RaceState::Built(cell) => cell,
             // The state is taken only by `end`, after which the race is never polled again.
             _ => unreachable!("the race has not ended"),
+        }
+    }
+
+    /// The race's queries as sent and answered (empty once the race ended).
+    pub(super) fn log(&mut self) -> &mut [QueryLog] {
+        match &mut self.state {
+            RaceState::Built(cell) => &mut cell.driver.queries,
+            RaceState::Ended => &mut [],
         }
     }
 

@@ -14,6 +14,7 @@ use tokio::time::Sleep;
 
 use crate::NetworkState;
 use crate::link::{RaceLink, Raced};
+use crate::report::Notes;
 
 use super::clock::*;
 use super::error::ConnectError;
@@ -155,7 +156,7 @@ impl Race {
         let waiting = link.as_ref().is_some_and(|l| l.waiting);
         // The input is written where the call takes it: built beforehand, it would be copied
         // there (152 bytes, a `memcpy` call).
-        let state = RaceState::Built(FastFallbackExchangeFinder::boxed(
+        let state = RaceState::Built(FastFallbackExchangeFinder::boxed_with(
             address,
             Arc::clone(&inner.policy),
             RaceInput {
@@ -166,6 +167,7 @@ impl Race {
                 alternatives,
             },
             at,
+            Notes::default(),
         ));
         // Built in its future: the race is not moved again once it runs.
         Racing {
@@ -173,7 +175,6 @@ impl Race {
                 inner,
                 state,
                 network,
-                log: Vec::new(),
                 running: smallvec::SmallVec::new(),
                 finished: None,
                 pool: link.map(|link| {

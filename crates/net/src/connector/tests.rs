@@ -164,22 +164,34 @@ fn the_platform_verifier_refuses_a_certificate_the_system_does_not_trust() {
 /// A connection and the race's result are moved several times per connect. Moves of up to
 /// 128 bytes are inlined; larger ones call `memcpy`, which cost ~29 instructions each when a
 /// `Connection` was 224 bytes (docs/benchmarks.md), and each inlined move costs about one
-/// instruction per 8 bytes. Our part of a connection is its story (the race, which holds the
-/// winner, its ALPN and the end, and the query log) and the report's cell: 48 bytes, besides
-/// tokio's `TcpStream` (32 bytes in a release build, more in some test builds).
+/// instruction per 8 bytes. Our part of a connection is its story, one pointer to the race's
+/// own allocation (which holds the winner, its ALPN, the end, the query log and the report
+/// once formatted), besides tokio's `TcpStream` (32 bytes in a release build, more in some
+/// test builds).
+///
+/// That allocation must stay within glibc's small chunks (1 000 bytes): a larger one takes
+/// the large-bin path, which cost ~400 instructions per connect with 100 in flight
+/// (crates/plan/tests/layout.rs).
 #[cfg(target_pointer_width = "64")]
 mod layout {
     use super::{ConnectError, Connection, Raced};
     use crate::Stream;
+    use crate::report::RaceCell;
 
     #[test]
     fn a_connection_and_a_race_result_move_without_a_memcpy_call() {
         let ours = size_of::<Connection>() - size_of::<Stream>();
         assert!(
-            ours <= 48,
+            ours <= 8,
             "Connection holds {ours} bytes besides its stream"
         );
         let raced = size_of::<Result<Raced, ConnectError>>();
         assert!(raced <= size_of::<Connection>(), "a race's result: {raced}");
+    }
+
+    #[test]
+    fn the_race_and_the_drivers_notes_stay_inside_glibcs_small_chunk_range() {
+        let size = size_of::<RaceCell>();
+        assert!(size <= 1000, "a race's allocation is {size} bytes");
     }
 }

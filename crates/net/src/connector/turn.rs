@@ -2,7 +2,6 @@
 //! event in, and ending it.
 
 use std::net::SocketAddr;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use fastfallback_plan::SpareWinners;
@@ -42,12 +41,12 @@ impl Race {
     pub(super) fn act(&mut self, out: Output, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(query) => {
-                if self.log.capacity() == 0
-                    && let Some(f) = self.built()
-                {
+                let cell = self.cell();
+                let queries = &mut cell.driver.queries;
+                if queries.capacity() == 0 {
                     // Sized once for the first queries (most races send two or three and
                     // nothing more): a race in flight keeps this list.
-                    self.log.reserve_exact(f.initial_queries());
+                    queries.reserve_exact(cell.race.initial_queries());
                 }
                 // The origin's name is read from the race: a race keeps no copy of it.
                 let origin = match self.built().map(|f| f.address().connect_host().0) {
@@ -62,7 +61,7 @@ impl Race {
                         query: query.clone(),
                     });
                 }
-                self.log.push(QueryLog {
+                self.cell().driver.queries.push(QueryLog {
                     query,
                     sent: t,
                     answered: None,
@@ -70,7 +69,7 @@ impl Race {
                 });
             }
             Output::CancelQuery(query) => {
-                for q in self.log.iter_mut().filter(|q| q.query == query) {
+                for q in self.log().iter_mut().filter(|q| q.query == query) {
                     q.pending = None;
                 }
             }
@@ -156,33 +155,28 @@ impl Race {
             (Ending::Won(id), Some((f, stream))) if f == *id => Some(stream),
             _ => None,
         };
-        let RaceState::Built(mut finder) = std::mem::replace(&mut self.state, RaceState::Ended)
+        let RaceState::Built(mut cell) = std::mem::replace(&mut self.state, RaceState::Ended)
         else {
             return Err(ConnectError::Internal("a race that ended twice"));
         };
         let keep = self.pool.as_mut().map(|p| &mut p.lessons);
-        self.inner.learn(self.network.id, &mut finder, keep);
-        match finder.dns_tail_deadline() {
-            Some(until) if stream.is_some() => self.start_dns_tail(until),
+        self.inner.learn(self.network.id, &mut cell.race, keep);
+        let queries = &mut cell.driver.queries;
+        match cell.race.dns_tail_deadline() {
+            Some(until) if stream.is_some() => start_dns_tail(queries, until),
             // A story holds no query in flight: the rest are abandoned now.
-            _ => self.log.iter_mut().for_each(|q| q.pending = None),
+            _ => queries.iter_mut().for_each(|q| q.pending = None),
         }
-        // The race holds the winner, its ALPN and the end (its latest instant).
-        let story = Story {
-            race: finder,
-            queries: std::mem::take(&mut self.log),
-        };
+        // The race's allocation is the story: it holds the winner, its ALPN, the end (its
+        // latest instant) and the query log.
+        let story = Story(cell);
         match ending {
             Ending::Won(id) => {
                 let Some(stream) = stream else {
                     return Err(ConnectError::Internal("a winner without a stream"));
                 };
                 tracing::debug!(%id, "race won");
-                Ok(Raced::Connected(Connection {
-                    stream,
-                    story,
-                    report: OnceLock::new(),
-                }))
+                Ok(Raced::Connected(Connection { stream, story }))
             }
             Ending::Pooled(id) => match self
                 .pool
@@ -197,7 +191,7 @@ impl Race {
                 None => Err(ConnectError::Internal("a pooled winner without its lease")),
             },
             Ending::Failed(error) => {
-                let mut report = story.report();
+                let mut report = story.render();
                 report.error = Some(ReportError::from(&*error));
                 Err(ConnectError::Race(Box::new(RaceFailure {
                     earlier: Vec::new(),
@@ -222,22 +216,6 @@ impl Race {
         self.running.clear();
     }
 
-    /// Keeps the queries still in flight until the end of the DNS tail the race chose
-    /// (HEv3 §6), so their answers reach the resolver's cache for the next race.
-    pub(super) fn start_dns_tail(&mut self, until: Instant) {
-        let runtime = tokio::runtime::Handle::try_current().is_ok();
-        let until = tokio_instant(until);
-        let pending = self.log.iter_mut().filter_map(|q| q.pending.take());
-        for answer in pending.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())) {
-            // Outside a runtime the answer is abandoned (taken, and dropped here).
-            if runtime {
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout_at(until, answer).await;
-                });
-            }
-        }
-    }
-
     /// Polls everything but the timer (the pool's offers, the queries, the attempts) and
     /// hands the first event that is ready to the race, at a clock reading taken then (`t`).
     /// Returns whether there was one. One event per call: a finished attempt must be declared
@@ -254,8 +232,9 @@ impl Race {
             self.on_offer(offer, t);
             return true;
         }
-        for i in 0..self.log.len() {
-            let q = &mut self.log[i];
+        let log = self.log();
+        for i in 0..log.len() {
+            let q = &mut log[i];
             if let Some(pending) = &mut q.pending
                 && let Poll::Ready(answer) = pending
                     .get_mut()
@@ -338,7 +317,7 @@ impl Race {
 
     /// Hands the race the answer to query `i` of its log.
     fn on_dns(&mut self, i: usize, answer: DnsAnswer, t: &mut Moment) {
-        let Some(query) = self.log.get(i).map(|q| q.query.clone()) else {
+        let Some(query) = self.log().get(i).map(|q| q.query.clone()) else {
             return;
         };
         let sources = self.inner.sources.find(&self.network.connectivity, &answer);
@@ -360,7 +339,7 @@ impl Race {
         }
         self.finder().handle_dns(query, &answer, sources, t.at());
         // The report keeps the answer itself; the race took what it needed.
-        if let Some(q) = self.log.get_mut(i) {
+        if let Some(q) = self.log().get_mut(i) {
             q.answered = Some((t.at(), answer));
         }
     }
@@ -467,6 +446,22 @@ impl Race {
         );
         self.finder()
             .handle_attempt(id, AttemptEvent::Failed { error, follow_up }, t.at());
+    }
+}
+
+/// Keeps the queries still in flight until the end of the DNS tail the race chose (HEv3 §6),
+/// so their answers reach the resolver's cache for the next race.
+fn start_dns_tail(queries: &mut [QueryLog], until: Instant) {
+    let runtime = tokio::runtime::Handle::try_current().is_ok();
+    let until = tokio_instant(until);
+    let pending = queries.iter_mut().filter_map(|q| q.pending.take());
+    for answer in pending.map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())) {
+        // Outside a runtime the answer is abandoned (taken, and dropped here).
+        if runtime {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout_at(until, answer).await;
+            });
+        }
     }
 }
 

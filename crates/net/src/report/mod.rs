@@ -2,9 +2,12 @@
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use fastfallback_plan::{AttemptRecord, AttemptState, FastFallbackExchangeFinder, RacePhase};
+use fastfallback_plan::{
+    AttemptRecord, AttemptState, FastFallbackExchangeFinder, RacePhase, WithDriver,
+};
 use fastfallback_proto::{
     Alpn, AttemptError, CancelReason, DnsAnswer, Family, HttpsRecord, Instant, Phase, Query,
     QueryKind, QueryName, TransportKind, Winner,
@@ -420,12 +423,23 @@ impl RaceReport {
 /// A linked race hands one over with a pooled connection ([`crate::link::Raced::Pooled`]),
 /// and [`crate::Connection::into_story`] takes a connection apart into its stream and story.
 #[derive(Debug)]
-pub struct Story {
-    /// The race itself (boxed once when the race started): it holds the origin, every
-    /// attempt, the winner and its ALPN, and when it ended, so nothing is copied out of it.
-    /// Its start ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
-    pub(crate) race: Box<FastFallbackExchangeFinder>,
+pub struct Story(pub(crate) Box<RaceCell>);
+
+/// A race in its own allocation, with what the driver notes beside it
+/// ([`FastFallbackExchangeFinder::boxed_with`]): one allocation per race, and a story (so a
+/// connection) moves one pointer. The race holds the origin, every attempt, the winner and
+/// its ALPN, and when it ended, so nothing is copied out of it; its start
+/// ([`FastFallbackExchangeFinder::started`]) is the report's time zero.
+pub(crate) type RaceCell = WithDriver<Notes>;
+
+/// What the driver notes beside a race: its queries as sent and answered, and its report
+/// once someone asked for it.
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
     pub(crate) queries: Vec<QueryLog>,
+    /// Formatted on first use: a connect that nobody asks about never pays for it. Boxed, so
+    /// that the race's allocation stays within glibc's small chunks.
+    report: OnceLock<Box<RaceReport>>,
 }
 
 /// One DNS query as sent and answered, and while it is in flight, the answer it waits for:
@@ -453,11 +467,16 @@ impl fmt::Debug for QueryLog {
 }
 
 impl Story {
+    /// The race the story is about.
+    fn race(&self) -> &FastFallbackExchangeFinder {
+        &self.0.race
+    }
+
     /// The address the winning attempt connected to: the unspecified address for a race that
     /// no attempt of its own won (a connection always has its winning attempt).
     pub fn peer(&self) -> SocketAddr {
         match self.winner() {
-            Some(Winner::Attempt(id)) => self.race.attempt(id).map(|a| a.plan.route.target),
+            Some(Winner::Attempt(id)) => self.race().attempt(id).map(|a| a.plan.route.target),
             _ => None,
         }
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
@@ -465,7 +484,7 @@ impl Story {
 
     /// How the race ended well: its winning attempt, or the pooled connection it took.
     pub fn winner(&self) -> Option<Winner> {
-        match self.race.phase() {
+        match self.race().phase() {
             RacePhase::Won { winner, .. } => Some(winner),
             _ => None,
         }
@@ -474,14 +493,28 @@ impl Story {
     /// The protocol the winner negotiated: the race's record of its winning attempt holds it.
     pub fn alpn(&self) -> Option<&Alpn> {
         match self.winner()? {
-            Winner::Attempt(id) => self.race.attempt(id)?.alpn.as_ref(),
+            Winner::Attempt(id) => self.race().attempt(id)?.alpn.as_ref(),
             Winner::Pooled(_) => None,
         }
     }
 
-    /// The report of a race that did not fail (a failure's adds its error).
-    pub fn report(&self) -> RaceReport {
-        self.report_of(&self.race, &self.queries)
+    /// The report of a race that did not fail, formatted the first time it is asked for and
+    /// kept with the story.
+    pub fn report(&self) -> &RaceReport {
+        self.0.driver.report.get_or_init(|| Box::new(self.render()))
+    }
+
+    /// The report, taken out of the story.
+    pub fn into_report(mut self) -> RaceReport {
+        match self.0.driver.report.take() {
+            Some(report) => *report,
+            None => self.render(),
+        }
+    }
+
+    /// The report, formatted now (a failure's adds its error).
+    pub(crate) fn render(&self) -> RaceReport {
+        self.report_of(&self.0.race, &self.0.driver.queries)
     }
 
     fn report_of(&self, race: &FastFallbackExchangeFinder, queries: &[QueryLog]) -> RaceReport {

@@ -94,6 +94,16 @@ use endpoints::Endpoint;
 use out::OutQueue;
 use pacing::Pacing;
 
+/// A race and what its driver keeps beside it, in one allocation
+/// ([`FastFallbackExchangeFinder::boxed_with`] builds it there).
+#[derive(Clone, Debug)]
+pub struct WithDriver<D> {
+    /// The race.
+    pub race: FastFallbackExchangeFinder,
+    /// What the driver keeps for this race.
+    pub driver: D,
+}
+
 /// The race for one origin, as a deterministic state machine (see the module docs for the
 /// rules, the state diagram and the driver contract).
 ///
@@ -178,18 +188,38 @@ impl FastFallbackExchangeFinder {
         input: RaceInput,
         now: Instant,
     ) -> Self {
-        *Self::boxed(address, policy.into(), input, now)
+        Self::boxed_with(address, policy.into(), input, now, ()).race
     }
 
-    /// [`Self::new`], built directly on the heap: a driver that keeps the race in a `Box`
-    /// saves copying it there. The race is kept at 1 000 bytes or less (a test checks it),
-    /// the most glibc's allocator serves from its small bins.
-    pub fn boxed(
+    /// [`Self::new`], built directly on the heap, with what the driver keeps for this race
+    /// (`driver`, `()` for nothing) in the same allocation ([`WithDriver`]). A driver that
+    /// keeps the race in a `Box` saves copying it there, needs one allocation per race for
+    /// both, and hands the race on (as the story of a connection) by moving one pointer. The
+    /// race is kept within glibc's small chunks (a test checks it): a driver's part should be
+    /// a few words.
+    ///
+    /// ```
+    /// use fastfallback_plan::{FastFallbackExchangeFinder, FallbackPolicy, RaceInput};
+    /// use fastfallback_proto::Instant;
+    /// use fastfallback_route::{Address, Connectivity};
+    /// use std::sync::Arc;
+    ///
+    /// let address = Address::parse("tcp://192.0.2.1:80").unwrap();
+    /// let policy = Arc::new(FallbackPolicy::default());
+    /// let input = RaceInput::new(Connectivity::DUAL_STACK);
+    /// let notes: Vec<String> = Vec::new();
+    /// let mut cell =
+    ///     FastFallbackExchangeFinder::boxed_with(address, policy, input, Instant::ZERO, notes);
+    /// assert!(cell.race.poll_output(Instant::ZERO).is_some());
+    /// cell.driver.push("what the driver keeps".to_owned());
+    /// ```
+    pub fn boxed_with<D>(
         address: Address,
         policy: Arc<FallbackPolicy>,
         input: RaceInput,
         now: Instant,
-    ) -> Box<Self> {
+        driver: D,
+    ) -> Box<WithDriver<D>> {
         let RaceInput {
             mut connectivity,
             mut memory,
@@ -217,42 +247,44 @@ impl FastFallbackExchangeFinder {
         } else {
             RacePhase::Resolving
         };
-        let mut timers = TimerTable::default();
-        timers.set(Timer::Deadline, Some(now + policy.connect_timeout));
+        let timers = TimerTable::with_deadline(now + policy.connect_timeout);
         let tls = Self::tls_step(&address, policy.alpn);
         // Written straight into its allocation: the race is too large to build and then copy.
-        let mut race = Box::write(
+        let mut cell = Box::write(
             Box::new_uninit(),
-            Self {
-                policy,
-                address,
-                tls,
-                connectivity,
-                memory,
-                history_ignored,
-                lessons: SmallVec::new(),
-                resolution,
-                queries,
-                queries_sent: false,
-                queries_out: 0,
-                sources: Vec::new(),
-                endpoints: SmallVec::new(),
-                order_dirty: false,
-                attempts: Attempts::default(),
-                live: 0,
-                rare: None,
-                out: OutQueue::default(),
-                exchange: 0,
-                started: now,
-                phase,
-                pacing: Pacing::default(),
-                timers,
-                needs_decision: true,
-                last_now: now,
+            WithDriver {
+                race: Self {
+                    policy,
+                    address,
+                    tls,
+                    connectivity,
+                    memory,
+                    history_ignored,
+                    lessons: SmallVec::new(),
+                    resolution,
+                    queries,
+                    queries_sent: false,
+                    queries_out: 0,
+                    sources: Vec::new(),
+                    endpoints: SmallVec::new(),
+                    order_dirty: false,
+                    attempts: Attempts::default(),
+                    live: 0,
+                    rare: None,
+                    out: OutQueue::default(),
+                    exchange: 0,
+                    started: now,
+                    phase,
+                    pacing: Pacing::default(),
+                    timers,
+                    needs_decision: true,
+                    last_now: now,
+                },
+                driver,
             },
         );
-        race.sync_endpoints();
-        race
+        cell.race.sync_endpoints();
+        cell
     }
 
     // ---- inputs: `handle_dns` (queries.rs), `handle_attempt` (attempts.rs), `handle_pooled`

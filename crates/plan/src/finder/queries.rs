@@ -16,6 +16,7 @@ impl FastFallbackExchangeFinder {
 
     /// What the race knows of DNS at its start, and the queries it sends then (at most HTTPS,
     /// AAAA and A, in order): none for an IP literal or a localhost name.
+    #[inline(always)]
     pub(super) fn first_answers(
         address: &Address,
         policy: &FallbackPolicy,

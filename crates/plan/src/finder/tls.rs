@@ -14,6 +14,7 @@ impl FastFallbackExchangeFinder {
     /// The TLS step every attempt of this race shares, for TLS origins.
     /// The TLS step of every attempt to `address`: SNI names the origin (RFC 9460 §9.4), and
     /// ALPN offers what the policy says the client speaks (HEv3 §6.2).
+    #[inline(always)]
     pub(super) fn tls_step(address: &Address, offer: AlpnOffer) -> Option<Arc<TlsStep>> {
         if !address.is_tls() {
             return None;
