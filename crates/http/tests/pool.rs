@@ -723,21 +723,27 @@ async fn call_events_follow_okhttps_order_for_a_new_then_a_pooled_connection() {
 /// A pool whose connector trusts `tls`'s CA and finds `a.test` at `::1` then `127.0.0.1`,
 /// with a 50 ms attempt delay on top of `policy`.
 fn dual_stack_pool(tls: &TlsMaterial, policy: fastfallback_plan::FallbackPolicyBuilder) -> Pool {
+    Pool::new(dual_stack_connector(tls, policy).build().unwrap())
+}
+
+/// A connector for `a.test` on ::1 and 127.0.0.1 that trusts `tls`'s CA, with a 50 ms
+/// attempt delay on top of `policy`.
+fn dual_stack_connector(
+    tls: &TlsMaterial,
+    policy: fastfallback_plan::FallbackPolicyBuilder,
+) -> fastfallback_net::ConnectorBuilder {
     let mut roots = RootCertStore::empty();
     roots.add(tls.ca_der()).unwrap();
     let policy = policy
         .attempt_delay(Duration::from_millis(50))
         .build()
         .unwrap();
-    let connector = Connector::builder()
+    Connector::builder()
         .connectivity(Connectivity::DUAL_STACK)
         .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
         .root_certificates(roots)
         .policy(policy)
         .rng_seed(0)
-        .build()
-        .unwrap();
-    Pool::new(connector)
 }
 
 #[tokio::test]
@@ -1051,23 +1057,9 @@ async fn losing_attempt_still_in_tcp_finishes_tls_after_the_race_and_is_pooled()
     };
     serve(v6, options());
     serve(v4, options());
-    let mut roots = RootCertStore::empty();
-    roots.add(tls.ca_der()).unwrap();
-    let policy = FallbackPolicy::builder()
-        .attempt_delay(Duration::from_millis(50))
-        .spare_winners(SpareWinners::Pool)
-        .build()
-        .unwrap();
-    let connector = Connector::builder()
-        .connectivity(Connectivity::DUAL_STACK)
-        .resolver(StaticResolver::new().with("a.test", [ip(V6), ip(V4)]))
-        .root_certificates(roots)
-        .policy(policy)
-        .dialer(SlowIpv6)
-        .rng_seed(0)
-        .build()
-        .unwrap();
-    let pool = Pool::new(connector);
+    let policy = FallbackPolicy::builder().spare_winners(SpareWinners::Pool);
+    let connector = dual_stack_connector(&tls, policy).dialer(SlowIpv6);
+    let pool = Pool::new(connector.build().unwrap());
     let url = format!("https://a.test:{port}");
     let (status, _, _, source) = fetch(&pool, &url, "/").await;
     assert_eq!((status, source), (200, Source::New));

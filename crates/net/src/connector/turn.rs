@@ -232,9 +232,8 @@ impl Race {
             self.on_offer(offer, t);
             return true;
         }
-        let log = self.log();
-        for i in 0..log.len() {
-            let q = &mut log[i];
+        let mut answered = None;
+        for (i, q) in self.log().iter_mut().enumerate() {
             if let Some(pending) = &mut q.pending
                 && let Poll::Ready(answer) = pending
                     .get_mut()
@@ -243,10 +242,14 @@ impl Race {
                     .poll(cx)
             {
                 q.pending = None;
-                *t = Moment::now();
-                self.on_dns(i, answer, t);
-                return true;
+                answered = Some((i, answer));
+                break;
             }
+        }
+        if let Some((i, answer)) = answered {
+            *t = Moment::now();
+            self.on_dns(i, answer, t);
+            return true;
         }
         for i in 0..self.running.len() {
             let r = &mut self.running[i];
@@ -354,9 +357,8 @@ impl Race {
         res: Result<Transport, AttemptError>,
         t: &mut Moment,
     ) {
-        let transport = match res {
-            Ok(transport) => transport,
-            Err(error) => return self.on_failed(i, error, t),
+        let Some(transport) = self.succeeded(i, res, t) else {
+            return;
         };
         let Some(plan) = self.plan_of(id) else {
             return;
@@ -388,9 +390,8 @@ impl Race {
         res: Result<Transport, AttemptError>,
         t: &mut Moment,
     ) {
-        let transport = match res {
-            Ok(transport) => transport,
-            Err(error) => return self.on_failed(i, error, t),
+        let Some(transport) = self.succeeded(i, res, t) else {
+            return;
         };
         let Some(plan) = self.plan_of(id) else {
             return;
@@ -409,9 +410,8 @@ impl Race {
 
     /// Hands the race the end of running attempt `i`'s TLS handshake (or QUIC's).
     fn on_tls(&mut self, i: usize, res: TlsResult, t: &mut Moment) {
-        let (stream, alpn) = match res {
-            Ok(done) => done,
-            Err(error) => return self.on_failed(i, error, t),
+        let Some((stream, alpn)) = self.succeeded(i, res, t) else {
+            return;
         };
         let done = take_running(&mut self.running, i);
         let id = done.id;
@@ -427,6 +427,24 @@ impl Race {
         self.finished = Some((id, stream));
         self.finder()
             .handle_attempt(id, AttemptEvent::Connected(alpn), t.at());
+    }
+
+    /// What running attempt `i`'s step ended with, if it succeeded; a failure is handed to
+    /// the race here ([`Self::on_failed`]).
+    #[inline]
+    fn succeeded<T>(
+        &mut self,
+        i: usize,
+        res: Result<T, AttemptError>,
+        t: &mut Moment,
+    ) -> Option<T> {
+        match res {
+            Ok(done) => Some(done),
+            Err(error) => {
+                self.on_failed(i, error, t);
+                None
+            }
+        }
     }
 
     /// Hands the race the failure of running attempt `i`, in whichever step, with the plan
