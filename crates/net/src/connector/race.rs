@@ -200,27 +200,26 @@ impl Race {
         let Some(watch) = pool.link.watch.clone() else {
             return;
         };
-        let origin = self.state.built().map(|f| f.address().clone());
+        // Before the race ends: a spare's steps after TCP need its origin. A race that has
+        // ended already (never, as the race future calls this) drops its spares, which
+        // closes them.
+        let Some(origin) = self.state.built().map(FastFallbackExchangeFinder::address) else {
+            return;
+        };
         for (spare, plan, reason) in pool.spares.drain(..) {
             let limit = self.inner.policy.attempt_timeout;
             let (attempt, route) = (spare.id, plan.route.target);
-            let after = origin
-                .as_ref()
-                .map(|o| AfterTcp::new(&self.inner, o, &plan));
+            let mut after = AfterTcp::new(&self.inner, origin, &plan);
             let mut step = spare.step;
             if let Step::Tcp(f) = &mut step {
                 f.start(&self.inner.socket);
             }
             let done = async move {
                 match step {
-                    Step::Tcp(f) => {
-                        let transport = f.await.ok()?;
-                        after?.run(transport).await.ok()
-                    }
-                    Step::Held(transport) => after?.run(*transport?).await.ok(),
+                    Step::Tcp(f) => after.run(f.await.ok()?).await.ok(),
+                    Step::Held(transport) => after.run(*transport?).await.ok(),
                     Step::Tunnel(f) => {
                         let transport = f.await.ok()?;
-                        let mut after = after?;
                         after.tunnel = None;
                         after.run(transport).await.ok()
                     }
