@@ -24,6 +24,7 @@ use super::steps::*;
 impl Race {
     /// One turn at `t`: fires the timers that are due, then acts on every output of the race.
     /// Returns how the race ended, once it has.
+    #[inline]
     pub(super) fn turn(&mut self, t: &mut Moment) -> Option<Ending> {
         let t = t.at();
         if self.finder().poll_timeout().is_some_and(|d| d <= t) {

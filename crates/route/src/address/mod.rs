@@ -320,8 +320,15 @@ impl Scheme {
 /// assert!(Address::parse("ftp://example.com").is_err());
 /// assert!(Address::parse("example.com:0").is_err());
 /// ```
+///
+/// An address is cheap to clone: its parts are shared (one reference count), so a race, a
+/// pool key or a report takes its own copy of the origin without copying a name.
+#[derive(Clone, Eq, Hash, PartialEq)]
+pub struct Address(Arc<Parts>);
+
+/// What an [`Address`] holds, shared by its clones.
 #[derive(Clone, Debug, Eq, Hash, PartialEq)]
-pub struct Address {
+struct Parts {
     host: Host,
     port: u16,
     scheme: Scheme,
@@ -330,19 +337,38 @@ pub struct Address {
     zone: Option<Zone>,
 }
 
+impl fmt::Debug for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Parts {
+            host,
+            port,
+            scheme,
+            proxy,
+            zone,
+        } = &*self.0;
+        f.debug_struct("Address")
+            .field("host", host)
+            .field("port", port)
+            .field("scheme", scheme)
+            .field("proxy", proxy)
+            .field("zone", zone)
+            .finish()
+    }
+}
+
 impl Address {
     /// An address from parts. Port 0 is rejected.
     pub fn new(host: Host, port: u16, scheme: Scheme) -> Result<Self, AddressError> {
         if port == 0 {
             return Err(AddressError::PortZero);
         }
-        Ok(Self {
+        Ok(Self(Arc::new(Parts {
             host,
             port,
             scheme,
             proxy: None,
             zone: None,
-        })
+        })))
     }
 
     /// Parses `scheme://host[:port][/path]` or `host:port` (plain TCP). An IPv6 literal may
@@ -432,18 +458,19 @@ impl Address {
             return Err(AddressError::ZoneWithoutIpv6);
         }
         let mut address = Self::new(host, port, scheme)?;
-        address.zone = zone;
+        // Just built, so not shared: nothing is copied.
+        Arc::make_mut(&mut address.0).zone = zone;
         Ok(address)
     }
 
     /// The IPv6 zone of a literal host, if one was given.
     pub fn zone(&self) -> Option<&Zone> {
-        self.zone.as_ref()
+        self.0.zone.as_ref()
     }
 
     /// The zone as a scope id, once it is numeric ([`Zone::Index`]).
     pub fn scope_id(&self) -> Option<u32> {
-        match self.zone {
+        match self.0.zone {
             Some(Zone::Index(i)) => Some(i),
             _ => None,
         }
@@ -451,68 +478,68 @@ impl Address {
 
     /// Replaces the zone, for example with the index the driver found for an interface name.
     pub fn with_zone(mut self, zone: Zone) -> Self {
-        self.zone = Some(zone);
+        Arc::make_mut(&mut self.0).zone = Some(zone);
         self
     }
 
     /// Routes this address through `proxy`.
     pub fn with_proxy(mut self, proxy: Proxy) -> Self {
-        self.proxy = Some(Arc::new(proxy));
+        Arc::make_mut(&mut self.0).proxy = Some(Arc::new(proxy));
         self
     }
 
     /// The origin host.
     pub fn host(&self) -> &Host {
-        &self.host
+        &self.0.host
     }
 
     /// The origin port.
     pub fn port(&self) -> u16 {
-        self.port
+        self.0.port
     }
 
     /// The scheme.
     pub fn scheme(&self) -> Scheme {
-        self.scheme
+        self.0.scheme
     }
 
     /// Whether connections to this origin use TLS.
     pub fn is_tls(&self) -> bool {
-        self.scheme == Scheme::Https
+        self.0.scheme == Scheme::Https
     }
 
     /// The proxy, if any.
     pub fn proxy(&self) -> Option<&Proxy> {
-        self.proxy.as_deref()
+        self.0.proxy.as_deref()
     }
 
     /// The proxy, shared (for routes).
     pub fn proxy_shared(&self) -> Option<&Arc<Proxy>> {
-        self.proxy.as_ref()
+        self.0.proxy.as_ref()
     }
 
     /// The host whose addresses are raced: the proxy's for HTTP proxies and SOCKS, else the
     /// origin's.
     pub fn connect_host(&self) -> (&Host, u16) {
-        match self.proxy.as_deref() {
+        match self.0.proxy.as_deref() {
             Some(p) => (&p.host, p.port),
-            None => (&self.host, self.port),
+            None => (&self.0.host, self.0.port),
         }
     }
 }
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self.scheme {
+        let scheme = match self.0.scheme {
             Scheme::Tcp => "tcp",
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        match (&self.host, &self.zone) {
+        match (&self.0.host, &self.0.zone) {
             (Host::Ip(IpAddr::V6(v6)), Some(z)) => {
-                write!(f, "{scheme}://[{v6}%25{z}]:{}", self.port)
+                write!(f, "{scheme}://[{v6}%25{z}]:{}", self.0.port)
             }
-            (host, _) => write!(f, "{scheme}://{host}:{}", self.port),
+            (host, _) => write!(f, "{scheme}://{host}:{}", self.0.port),
         }
     }
 }

@@ -164,8 +164,8 @@ impl Proxy {
         })?;
         Ok(Self {
             kind,
-            host: address.host.clone(),
-            port: address.port,
+            host: address.0.host.clone(),
+            port: address.0.port,
             credentials,
             dns,
         })
