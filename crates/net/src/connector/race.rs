@@ -144,17 +144,12 @@ impl Race {
         }
     }
 
-    /// Tells the listeners that attempt `id` connected to `route`.
+    /// Tells the listeners that attempt `id` connected to `route`. Without listeners (most
+    /// races), this is one check where it is called.
+    #[inline]
     pub(super) fn attempt_connected(&self, id: AttemptId, route: SocketAddr) {
         if let Some(l) = self.listeners() {
-            l.call(|| CallEvent::ConnectEnd {
-                attempt: id.get(),
-                route,
-            });
-            l.connection(|| ConnectionEvent::ConnectEnd {
-                attempt: id.get(),
-                route,
-            });
+            connected(l, id, route);
         }
     }
 
@@ -326,6 +321,18 @@ impl Race {
         };
         Running { id, step, span }
     }
+}
+
+/// Tells listeners `l` that attempt `id` connected to `route`.
+fn connected(l: &crate::events::Listeners, id: AttemptId, route: SocketAddr) {
+    l.call(|| CallEvent::ConnectEnd {
+        attempt: id.get(),
+        route,
+    });
+    l.connection(|| ConnectionEvent::ConnectEnd {
+        attempt: id.get(),
+        route,
+    });
 }
 
 /// The tracing span of attempt `id` to `target`, kept only when a subscriber wants it.

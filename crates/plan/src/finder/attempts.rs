@@ -22,12 +22,14 @@ pub struct Attempts(SmallVec<[AttemptRecord; 1]>);
 
 impl std::ops::Deref for Attempts {
     type Target = [AttemptRecord];
+    #[inline]
     fn deref(&self) -> &[AttemptRecord] {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for Attempts {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [AttemptRecord] {
         &mut self.0
     }
