@@ -128,6 +128,7 @@ impl Inner {
 
     /// The network at `now`: the one the user set, else the kernel's tables, read again
     /// once the last reading is [`NETWORK_TTL`] old.
+    #[inline]
     pub(super) fn network(&self, now: tokio::time::Instant) -> NetworkState {
         if let Some(n) = self.network {
             return n;

@@ -150,6 +150,7 @@ impl Future for TcpStep {
     type Output = Result<Transport, AttemptError>;
 
     /// Polls a started step ([`TcpStep::start`] comes first).
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
             Self::Direct(f) => Pin::new(f).poll(cx),

@@ -490,6 +490,7 @@ type TlsResult = Result<(Stream, Option<Alpn>), AttemptError>;
 /// Takes running attempt `i` out of `running`; the others keep their order. The last one (a
 /// race's only one, most often) is popped, which moves nothing else: `remove` would still call
 /// `memmove` for the empty tail.
+#[inline]
 fn take_running(running: &mut smallvec::SmallVec<[Running; 1]>, i: usize) -> Running {
     if i + 1 == running.len()
         && let Some(last) = running.pop()
