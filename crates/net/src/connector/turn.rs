@@ -39,6 +39,7 @@ impl Race {
     }
 
     /// Acts on one output of the race. Returns how the race ended, once it has.
+    #[inline]
     pub(super) fn act(&mut self, out: Output, t: Instant) -> Option<Ending> {
         match out {
             Output::StartQuery(query) => {
