@@ -152,6 +152,7 @@ fn connect_in_progress(e: &io::Error) -> bool {
 impl Future for TcpConnect {
     type Output = Result<Transport, AttemptError>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(Ok(stream)) = &self.0
             && let Err(e) = std::task::ready!(stream.poll_write_ready(cx))
