@@ -172,6 +172,28 @@ fn link_local_literals_keep_their_zone() {
 }
 
 #[test]
+fn an_address_is_one_pointer_and_a_changed_clone_leaves_the_original_alone() {
+    // A race, a pool key and a report each clone the origin: one reference count.
+    assert_eq!(size_of::<Address>(), size_of::<usize>());
+    let a = Address::parse("http://[fe80::1%eth0]:80").unwrap();
+    let b = a.clone();
+    assert!(Arc::ptr_eq(&a.0, &b.0));
+    let zoned = b.with_zone(Zone::Index(3));
+    let proxied = a
+        .clone()
+        .with_proxy(Proxy::parse("http://192.0.2.9:3128").unwrap());
+    // Copied on write: the original keeps its zone and has no proxy.
+    assert_eq!(a.zone(), Some(&Zone::Name("eth0".into())));
+    assert!(a.proxy().is_none());
+    assert_eq!(zoned.scope_id(), Some(3));
+    assert_eq!(proxied.connect_host().1, 3128);
+    assert_eq!(proxied.zone(), a.zone());
+    // Equality and hashing follow the parts, not the pointer.
+    assert_eq!(a, Address::parse("http://[fe80::1%25eth0]:80").unwrap());
+    assert_ne!(a, zoned);
+}
+
+#[test]
 fn bad_zones_are_rejected() {
     assert_eq!(
         Address::parse("[fe80::1%]:7"),
