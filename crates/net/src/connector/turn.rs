@@ -289,10 +289,16 @@ impl Race {
         false
     }
 
-    /// Running attempt `i` connected to `route` over plain TCP, with nothing after it: it is
-    /// the race's finished attempt.
+    /// Running attempt `i` connected to `route` over plain TCP (or a plain tunnel), with
+    /// nothing after it: it is the race's finished attempt, and the race hears so at `t`.
     #[inline]
-    pub(super) fn connected_plain(&mut self, i: usize, route: SocketAddr, transport: Transport) {
+    fn connected_plain(
+        &mut self,
+        i: usize,
+        route: SocketAddr,
+        transport: Transport,
+        t: &mut Moment,
+    ) {
         let done = take_running(&mut self.running, i);
         let id = done.id;
         if done.is_spent() {
@@ -302,6 +308,8 @@ impl Race {
         }
         self.attempt_connected(id, route);
         self.finished = Some((id, Stream::Plain(transport)));
+        self.finder()
+            .handle_attempt(id, AttemptEvent::Connected(None), t.at());
     }
 
     /// Hands the race an offer from the pool: a pooled connection, or news that the connect
@@ -369,9 +377,7 @@ impl Race {
         if plan.tls.is_none() && !plan.tunnel {
             // Nothing follows TCP: the attempt is done (checked before building the next
             // step, which costs a few reference counts on every connect).
-            self.connected_plain(i, route, transport);
-            self.finder()
-                .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+            self.connected_plain(i, route, transport, t);
             return;
         }
         if plan.hold_tls {
@@ -404,9 +410,7 @@ impl Race {
         if tls {
             self.start_tls(i, transport);
         } else {
-            self.connected_plain(i, route, transport);
-            self.finder()
-                .handle_attempt(id, AttemptEvent::Connected(None), t.at());
+            self.connected_plain(i, route, transport, t);
         }
     }
 

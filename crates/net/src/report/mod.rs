@@ -514,10 +514,8 @@ impl Story {
 
     /// The report, formatted now (a failure's adds its error).
     pub(crate) fn render(&self) -> RaceReport {
-        self.report_of(&self.0.race, &self.0.driver.queries)
-    }
-
-    fn report_of(&self, race: &FastFallbackExchangeFinder, queries: &[QueryLog]) -> RaceReport {
+        let (race, queries) = (self.race(), &self.0.driver.queries);
+        let winner = self.winner();
         let t0 = race.started();
         RaceReport {
             origin: race.address().to_string(),
@@ -541,11 +539,11 @@ impl Story {
                 })
                 .collect(),
             attempts: RaceReport::attempts_from(race.attempts(), t0),
-            winner: match self.winner() {
+            winner: match winner {
                 Some(Winner::Attempt(id)) => Some(id.get()),
                 _ => None,
             },
-            pooled: match self.winner() {
+            pooled: match winner {
                 Some(Winner::Pooled(id)) => Some(id.0),
                 _ => None,
             },
